@@ -1,0 +1,53 @@
+# Every target installs what it needs first, so a fresh clone only needs `make demo` or `make test`.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PYTHON := $(BIN)/python
+DEPS := $(VENV)/.deps-installed
+export VIRTUAL_ENV := $(CURDIR)/$(VENV)
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: demo test lint test-rust test-python build-dev build-release bench clean
+
+$(PYTHON):
+	$(PY) -m venv $(VENV)
+
+# Python tools and the package's dependencies (maturin installs the extras with the build).
+$(DEPS): pyproject.toml | $(PYTHON)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet "maturin>=1.7,<2"
+	$(BIN)/python -c "import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], 'sluicegate-repo.pth').write_text('$(CURDIR)\n')"
+	touch $@
+
+# Debug (dev-opt) build of the extension, with the dev extras installed.
+build-dev: $(DEPS)
+	$(BIN)/maturin develop --quiet --extras dev
+
+build-release: $(DEPS)
+	$(BIN)/maturin develop --quiet --release --extras dev
+
+demo: build-release
+	$(PYTHON) -m sluicegate.demo
+
+lint: build-dev
+	cargo fmt --all -- --check
+	cargo clippy --all-targets -- -D warnings
+	cargo clippy --all-targets --features python -- -D warnings
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test-rust:
+	cargo test --quiet
+
+test-python: build-dev
+	$(BIN)/pytest -q
+
+test: lint test-rust test-python
+
+bench: build-release
+	$(PYTHON) bench/run.py
+
+clean:
+	rm -rf $(VENV) target python/sluicegate/*.so

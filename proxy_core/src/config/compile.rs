@@ -1,0 +1,348 @@
+//! Validation and compilation of a `ConfigPayload` into a `Snapshot`. Every refusal names the
+//! field at fault (`pools[1].members[0].base_url: ...`), and nothing is half-applied.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::uri::Scheme;
+use http::{HeaderName, HeaderValue, Uri};
+
+use super::model::{ConfigPayload, MemberConfig, PoolConfig, ProviderKind, Timeouts};
+use super::registry::Lease;
+use super::snapshot::{
+    KeyEntry, Member, Pool, PoolTimeouts, Route, RouteLeg, Snapshot, TenantEntry,
+};
+use crate::auth::{parse_hex_digest, KeyHasher};
+use crate::endpoint::Endpoint;
+use crate::proxy::upstream::ClientSettings;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ConfigError {
+    pub path: String,
+    pub message: String,
+}
+
+fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        path: path.into(),
+        message: message.into(),
+    }
+}
+
+fn check_id(path: &str, id: &str) -> Result<(), ConfigError> {
+    if id.is_empty() || id.len() > 200 || id.chars().any(char::is_control) {
+        return Err(err(path, "must be 1-200 printable characters"));
+    }
+    Ok(())
+}
+
+pub fn compile(
+    version: u64,
+    payload: &ConfigPayload,
+    lease: &mut Lease<'_>,
+) -> Result<Snapshot, ConfigError> {
+    if payload.auth.key_pepper.len() < 16 {
+        return Err(err("auth.key_pepper", "must be at least 16 bytes"));
+    }
+    let hasher = KeyHasher::new(payload.auth.key_pepper.as_bytes())
+        .ok_or_else(|| err("auth.key_pepper", "refused by HMAC"))?;
+
+    let mut tenants: HashMap<Arc<str>, Arc<TenantEntry>> = HashMap::new();
+    for (i, t) in payload.tenants.iter().enumerate() {
+        let path = format!("tenants[{i}].id");
+        check_id(&path, &t.id)?;
+        let id: Arc<str> = Arc::from(t.id.as_str());
+        let entry = Arc::new(TenantEntry {
+            id: id.clone(),
+            status: t.status,
+            limits: t.limits.clone(),
+        });
+        if tenants.insert(id, entry).is_some() {
+            return Err(err(path, format!("duplicate tenant id {:?}", t.id)));
+        }
+    }
+
+    let mut pools: HashMap<&str, Arc<Pool>> = HashMap::new();
+    for (i, p) in payload.pools.iter().enumerate() {
+        let pool = compile_pool(&format!("pools[{i}]"), p, lease)?;
+        if pools.insert(p.id.as_str(), Arc::new(pool)).is_some() {
+            return Err(err(
+                format!("pools[{i}].id"),
+                format!("duplicate pool id {:?}", p.id),
+            ));
+        }
+    }
+
+    let mut routes: HashMap<Arc<str>, Arc<Route>> = HashMap::new();
+    for (i, r) in payload.routes.iter().enumerate() {
+        let path = format!("routes[{i}]");
+        check_id(&format!("{path}.alias"), &r.alias)?;
+        if r.chain.is_empty() {
+            return Err(err(format!("{path}.chain"), "needs at least one pool"));
+        }
+        let mut seen = HashSet::new();
+        let mut chain = Vec::with_capacity(r.chain.len());
+        for (j, target) in r.chain.iter().enumerate() {
+            let tpath = format!("{path}.chain[{j}]");
+            let pool = pools.get(target.pool.as_str()).ok_or_else(|| {
+                err(
+                    format!("{tpath}.pool"),
+                    format!("unknown pool {:?}", target.pool),
+                )
+            })?;
+            if !seen.insert(target.pool.as_str()) {
+                return Err(err(
+                    format!("{tpath}.pool"),
+                    "pool listed twice in one chain",
+                ));
+            }
+            check_id(&format!("{tpath}.model"), &target.model)?;
+            let model_json = serde_json::to_vec(&target.model)
+                .map_err(|e| err(format!("{tpath}.model"), e.to_string()))?;
+            let series = pool
+                .members
+                .iter()
+                .map(|m| lease.metrics().leg(&r.alias, &pool.id, &m.id))
+                .collect();
+            chain.push(RouteLeg {
+                pool: pool.clone(),
+                upstream_model: Arc::from(target.model.as_str()),
+                model_json: Bytes::from(model_json),
+                series,
+            });
+        }
+        if r.max_output_tokens == Some(0) {
+            return Err(err(format!("{path}.max_output_tokens"), "must be positive"));
+        }
+        let alias: Arc<str> = Arc::from(r.alias.as_str());
+        let route = Arc::new(Route {
+            alias: alias.clone(),
+            chain,
+            max_output_tokens: r.max_output_tokens,
+        });
+        if routes.insert(alias, route).is_some() {
+            return Err(err(
+                format!("{path}.alias"),
+                format!("duplicate route alias {:?}", r.alias),
+            ));
+        }
+    }
+
+    let mut keys = HashMap::with_capacity(payload.keys.len());
+    let mut key_ids = HashSet::with_capacity(payload.keys.len());
+    for (i, k) in payload.keys.iter().enumerate() {
+        let path = format!("keys[{i}]");
+        check_id(&format!("{path}.id"), &k.id)?;
+        if !key_ids.insert(k.id.as_str()) {
+            return Err(err(
+                format!("{path}.id"),
+                format!("duplicate key id {:?}", k.id),
+            ));
+        }
+        let hash = parse_hex_digest(&k.hash)
+            .ok_or_else(|| err(format!("{path}.hash"), "must be 64 hex characters"))?;
+        let tenant = tenants
+            .get(k.tenant_id.as_str())
+            .ok_or_else(|| {
+                err(
+                    format!("{path}.tenant_id"),
+                    format!("unknown tenant {:?}", k.tenant_id),
+                )
+            })?
+            .clone();
+        if let Some(t) = k.expires_at {
+            if !t.is_finite() {
+                return Err(err(
+                    format!("{path}.expires_at"),
+                    "must be a finite unix time",
+                ));
+            }
+        }
+        let entry = Arc::new(KeyEntry {
+            id: Arc::from(k.id.as_str()),
+            hash,
+            prefix: Arc::from(k.prefix.as_str()),
+            tenant,
+            status: k.status,
+            expires_at: k.expires_at,
+            models: k
+                .models
+                .as_ref()
+                .map(|m| m.iter().map(|a| Arc::<str>::from(a.as_str())).collect()),
+            priority: k.priority,
+            limits: k.limits.clone(),
+        });
+        if keys.insert(hash, entry).is_some() {
+            return Err(err(format!("{path}.hash"), "two keys share one hash"));
+        }
+    }
+
+    let mut route_aliases: Vec<Arc<str>> = routes.keys().cloned().collect();
+    route_aliases.sort();
+    Ok(Snapshot {
+        version,
+        hasher,
+        keys,
+        tenants,
+        routes,
+        route_aliases,
+    })
+}
+
+fn timeouts(path: &str, t: &Timeouts) -> Result<PoolTimeouts, ConfigError> {
+    for (name, value) in [
+        ("connect_ms", t.connect_ms),
+        ("first_byte_ms", t.first_byte_ms),
+        ("idle_ms", t.idle_ms),
+        ("total_ms", t.total_ms),
+    ] {
+        if value == 0 || value > 24 * 3600 * 1000 {
+            return Err(err(
+                format!("{path}.timeouts.{name}"),
+                "must be 1 ms to 24 h",
+            ));
+        }
+    }
+    Ok(PoolTimeouts {
+        connect: Duration::from_millis(t.connect_ms),
+        first_byte: Duration::from_millis(t.first_byte_ms),
+        idle: Duration::from_millis(t.idle_ms),
+        total: Duration::from_millis(t.total_ms),
+    })
+}
+
+fn compile_pool(path: &str, p: &PoolConfig, lease: &mut Lease<'_>) -> Result<Pool, ConfigError> {
+    check_id(&format!("{path}.id"), &p.id)?;
+    if p.members.is_empty() {
+        return Err(err(format!("{path}.members"), "needs at least one member"));
+    }
+    let pool_timeouts = timeouts(path, &p.timeouts)?;
+    let mut ids = HashSet::new();
+    let mut members = Vec::with_capacity(p.members.len());
+    for (j, m) in p.members.iter().enumerate() {
+        let mpath = format!("{path}.members[{j}]");
+        check_id(&format!("{mpath}.id"), &m.id)?;
+        if !ids.insert(m.id.as_str()) {
+            return Err(err(
+                format!("{mpath}.id"),
+                format!("duplicate member id {:?}", m.id),
+            ));
+        }
+        members.push(Arc::new(compile_member(
+            &mpath,
+            &p.id,
+            m,
+            &pool_timeouts,
+            lease,
+        )?));
+    }
+    let kind = p.members[0].kind;
+    if let Some(j) = p.members.iter().position(|m| m.kind != kind) {
+        return Err(err(
+            format!("{path}.members[{j}].kind"),
+            "every member of a pool must be of the same kind",
+        ));
+    }
+    if members.iter().all(|m| m.weight == 0) {
+        return Err(err(
+            format!("{path}.members"),
+            "at least one member needs a weight above 0",
+        ));
+    }
+    Ok(Pool {
+        id: Arc::from(p.id.as_str()),
+        kind,
+        members,
+        timeouts: pool_timeouts,
+        series: lease.metrics().pool(&p.id),
+    })
+}
+
+fn compile_member(
+    path: &str,
+    pool_id: &str,
+    m: &MemberConfig,
+    pool_timeouts: &PoolTimeouts,
+    lease: &mut Lease<'_>,
+) -> Result<Member, ConfigError> {
+    let base: Uri = m
+        .base_url
+        .parse()
+        .map_err(|_| err(format!("{path}.base_url"), "is not a valid URL"))?;
+    let scheme = base
+        .scheme()
+        .filter(|s| *s == &Scheme::HTTP || *s == &Scheme::HTTPS)
+        .ok_or_else(|| {
+            err(
+                format!("{path}.base_url"),
+                "must start with http:// or https://",
+            )
+        })?
+        .clone();
+    let authority = base
+        .authority()
+        .ok_or_else(|| err(format!("{path}.base_url"), "needs a host"))?
+        .clone();
+    if base.query().is_some() {
+        return Err(err(format!("{path}.base_url"), "must not carry a query"));
+    }
+    let prefix = base.path().trim_end_matches('/');
+    let mut uris = Vec::with_capacity(Endpoint::ALL.len());
+    for endpoint in Endpoint::ALL {
+        let full = format!(
+            "{scheme}://{authority}{prefix}{}",
+            endpoint.upstream_suffix()
+        );
+        uris.push(Uri::try_from(full).map_err(|e| err(format!("{path}.base_url"), e.to_string()))?);
+    }
+    let uris: [Uri; Endpoint::ALL.len()] = uris
+        .try_into()
+        .map_err(|_| err(format!("{path}.base_url"), "internal: endpoint count"))?;
+
+    let credential = match &m.credential {
+        None => None,
+        Some(secret) => {
+            let (name, value) = match m.kind {
+                ProviderKind::Openai => (http::header::AUTHORIZATION, format!("Bearer {secret}")),
+                ProviderKind::Anthropic => (HeaderName::from_static("x-api-key"), secret.clone()),
+            };
+            let mut value = HeaderValue::try_from(value)
+                // Never echo the credential itself.
+                .map_err(|_| {
+                    err(
+                        format!("{path}.credential"),
+                        "contains characters not allowed in a header",
+                    )
+                })?;
+            value.set_sensitive(true);
+            Some((name, value))
+        }
+    };
+    if m.max_concurrency == Some(0) {
+        return Err(err(
+            format!("{path}.max_concurrency"),
+            "must be positive when set",
+        ));
+    }
+    let member_key = format!("{pool_id}/{}", m.id);
+    let settings = ClientSettings {
+        connect_timeout: pool_timeouts.connect,
+        http2_prior_knowledge: m.http2 && scheme == Scheme::HTTP,
+    };
+    let client = lease
+        .client(&member_key, settings)
+        .map_err(|e| err(format!("{path}.base_url"), format!("TLS setup failed: {e}")))?;
+    Ok(Member {
+        id: Arc::from(m.id.as_str()),
+        kind: m.kind,
+        uris,
+        credential,
+        weight: m.weight,
+        max_concurrency: m.max_concurrency,
+        client,
+        state: lease.member_state(&member_key),
+    })
+}

@@ -1,0 +1,211 @@
+//! The configuration snapshot as the control plane sends it: plain data, deserialized from JSON.
+//! Unknown fields are refused so that a typo in the control plane is a NACK, not a silent default.
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigPayload {
+    pub auth: AuthConfig,
+    #[serde(default)]
+    pub tenants: Vec<TenantConfig>,
+    #[serde(default)]
+    pub keys: Vec<KeyConfig>,
+    #[serde(default)]
+    pub pools: Vec<PoolConfig>,
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// The server-held secret of the keyed hash (HMAC-SHA256) under which tenant keys are stored.
+    pub key_pepper: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    #[default]
+    Active,
+    Disabled,
+    Revoked,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Requests per minute.
+    pub rpm: Option<u64>,
+    /// Tokens per minute (prompt + completion).
+    pub tpm: Option<u64>,
+    pub max_concurrency: Option<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    pub id: String,
+    #[serde(default)]
+    pub status: Status,
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    #[default]
+    Interactive,
+    Batch,
+}
+
+impl Priority {
+    pub const ALL: [Priority; 2] = [Priority::Interactive, Priority::Batch];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Interactive => "interactive",
+            Priority::Batch => "batch",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Priority> {
+        match s {
+            "interactive" => Some(Priority::Interactive),
+            "batch" => Some(Priority::Batch),
+            _ => None,
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyConfig {
+    pub id: String,
+    pub tenant_id: String,
+    /// Hex HMAC-SHA256 of the full key under `auth.key_pepper`.
+    pub hash: String,
+    /// The short public prefix shown to operators and written to logs.
+    pub prefix: String,
+    #[serde(default)]
+    pub status: Status,
+    /// Unix seconds after which the key is refused.
+    pub expires_at: Option<f64>,
+    /// Model aliases this key may use; `None` means every route.
+    pub models: Option<Vec<String>>,
+    #[serde(default)]
+    pub priority: Priority,
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Openai,
+    Anthropic,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberConfig {
+    pub id: String,
+    pub kind: ProviderKind,
+    /// Base URL including the API version segment, e.g. `http://10.0.0.5:8000/v1`.
+    pub base_url: String,
+    /// Decrypted upstream credential; sent as `Authorization: Bearer` (openai) or `x-api-key`.
+    pub credential: Option<String>,
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    pub max_concurrency: Option<u32>,
+    /// Speak HTTP/2 with prior knowledge to a plaintext upstream (TLS upstreams negotiate by ALPN).
+    #[serde(default)]
+    pub http2: bool,
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timeouts {
+    #[serde(default = "default_connect_ms")]
+    pub connect_ms: u64,
+    /// Until response headers arrive, and for streams until the first event after them.
+    #[serde(default = "default_first_byte_ms")]
+    pub first_byte_ms: u64,
+    /// Longest silence between two chunks of a response body.
+    #[serde(default = "default_idle_ms")]
+    pub idle_ms: u64,
+    /// Overall deadline of a non-streaming call.
+    #[serde(default = "default_total_ms")]
+    pub total_ms: u64,
+}
+
+fn default_connect_ms() -> u64 {
+    5_000
+}
+fn default_first_byte_ms() -> u64 {
+    120_000
+}
+fn default_idle_ms() -> u64 {
+    60_000
+}
+fn default_total_ms() -> u64 {
+    600_000
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect_ms: default_connect_ms(),
+            first_byte_ms: default_first_byte_ms(),
+            idle_ms: default_idle_ms(),
+            total_ms: default_total_ms(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolConfig {
+    pub id: String,
+    pub members: Vec<MemberConfig>,
+    #[serde(default)]
+    pub timeouts: Timeouts,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteTarget {
+    pub pool: String,
+    /// The model name sent upstream in place of the alias.
+    pub model: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// The model name clients ask for.
+    pub alias: String,
+    /// Pools in order of preference: the first serves, the rest are the fallback chain.
+    pub chain: Vec<RouteTarget>,
+    /// Largest `max_tokens` the model accepts; used to clamp token estimates.
+    pub max_output_tokens: Option<u64>,
+}

@@ -1,0 +1,104 @@
+//! The compiled snapshot: lookup tables the request path reads through one `ArcSwap` load.
+//! Everything here is immutable; state that must survive a swap (limiter buckets, in-flight
+//! counts, metric series, connection pools) is owned by the `Registry` and only referenced.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Uri};
+
+use super::model::{Limits, Priority, ProviderKind, Status};
+use crate::auth::{KeyHash, KeyHasher};
+use crate::endpoint::Endpoint;
+use crate::metrics::{LegSeries, PoolSeries};
+use crate::proxy::upstream::UpstreamClient;
+use crate::routing::MemberState;
+
+pub struct Snapshot {
+    pub version: u64,
+    pub hasher: KeyHasher,
+    pub keys: HashMap<KeyHash, Arc<KeyEntry>>,
+    pub tenants: HashMap<Arc<str>, Arc<TenantEntry>>,
+    pub routes: HashMap<Arc<str>, Arc<Route>>,
+    /// Route aliases in sorted order, for `/v1/models`.
+    pub route_aliases: Vec<Arc<str>>,
+}
+
+pub struct TenantEntry {
+    pub id: Arc<str>,
+    pub status: Status,
+    pub limits: Limits,
+}
+
+pub struct KeyEntry {
+    pub id: Arc<str>,
+    pub hash: KeyHash,
+    pub prefix: Arc<str>,
+    pub tenant: Arc<TenantEntry>,
+    pub status: Status,
+    /// Unix seconds.
+    pub expires_at: Option<f64>,
+    pub models: Option<HashSet<Arc<str>>>,
+    pub priority: Priority,
+    pub limits: Limits,
+}
+
+impl KeyEntry {
+    pub fn allows_model(&self, alias: &str) -> bool {
+        self.models.as_ref().is_none_or(|m| m.contains(alias))
+    }
+
+    /// Active, unexpired, and its tenant active.
+    pub fn usable_at(&self, unix_now: f64) -> bool {
+        self.status == Status::Active
+            && self.tenant.status == Status::Active
+            && self.expires_at.is_none_or(|t| unix_now < t)
+    }
+}
+
+pub struct PoolTimeouts {
+    pub connect: Duration,
+    pub first_byte: Duration,
+    pub idle: Duration,
+    pub total: Duration,
+}
+
+pub struct Member {
+    pub id: Arc<str>,
+    pub kind: ProviderKind,
+    /// Full upstream URI per endpoint, built once.
+    pub uris: [Uri; Endpoint::ALL.len()],
+    /// The header carrying the upstream credential, marked sensitive.
+    pub credential: Option<(HeaderName, HeaderValue)>,
+    pub weight: u32,
+    pub max_concurrency: Option<u32>,
+    pub client: Arc<UpstreamClient>,
+    pub state: Arc<MemberState>,
+}
+
+pub struct Pool {
+    pub id: Arc<str>,
+    /// Every member of a pool speaks the same API.
+    pub kind: ProviderKind,
+    pub members: Vec<Arc<Member>>,
+    pub timeouts: PoolTimeouts,
+    pub series: Arc<PoolSeries>,
+}
+
+/// One pool in a route's chain, with the upstream model name and the per-member series.
+pub struct RouteLeg {
+    pub pool: Arc<Pool>,
+    pub upstream_model: Arc<str>,
+    /// The upstream model as a JSON string literal, spliced into request bodies.
+    pub model_json: Bytes,
+    /// Indexed like `pool.members`.
+    pub series: Vec<Arc<LegSeries>>,
+}
+
+pub struct Route {
+    pub alias: Arc<str>,
+    pub chain: Vec<RouteLeg>,
+    pub max_output_tokens: Option<u64>,
+}

@@ -1,0 +1,175 @@
+//! The core object: owns the tokio runtime (on its own threads), the data-plane server, the
+//! current config snapshot and the usage sink. Python drives it through `py.rs`; Rust tests drive
+//! it directly.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::config::{self, ConfigError};
+use crate::metrics::{self, FamilySnapshot};
+use crate::proxy::{self, ServerSettings, Shared};
+use crate::runtime::{Served, StartError};
+use crate::server;
+use crate::usage::UsageEvent;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error("the core is already running on {0}")]
+    AlreadyRunning(SocketAddr),
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error("config version {offered} is older than the one in force ({current})")]
+    StaleConfig { offered: u64, current: u64 },
+    #[error("invalid config: {0}")]
+    Config(#[from] ConfigError),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct CoreOptions {
+    /// Runtime worker threads; 0 means one per CPU.
+    pub workers: usize,
+    pub settings: ServerSettings,
+}
+
+pub struct Core {
+    shared: Arc<Shared>,
+    workers: usize,
+    running: Mutex<Option<Served>>,
+    /// Serializes `apply_config` so compilations never interleave.
+    applying: Mutex<()>,
+}
+
+#[derive(Serialize)]
+struct MetricsView {
+    families: Vec<FamilySnapshot>,
+}
+
+impl Core {
+    pub fn new(options: CoreOptions) -> Self {
+        Self {
+            shared: Arc::new(Shared::new(options.settings)),
+            workers: options.workers,
+            running: Mutex::new(None),
+            applying: Mutex::new(()),
+        }
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Bind and start serving; returns the bound address (useful with port 0).
+    pub fn start(&self, listen: &str) -> Result<SocketAddr, CoreError> {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(r) = running.as_ref() {
+            return Err(CoreError::AlreadyRunning(r.addr));
+        }
+        self.shared.set_draining(false);
+        let shared = self.shared.clone();
+        let served = Served::start(
+            self.workers,
+            "sluicegate-core",
+            listen,
+            move |listener, stop| {
+                let settings = shared.settings.conn.clone();
+                let counters = shared.metrics.global.connections.clone();
+                let handler = move |req| proxy::handle(shared.clone(), req);
+                server::serve(listener, settings, counters, handler, stop)
+            },
+        )?;
+        tracing::info!(addr = %served.addr, "data plane listening");
+        let addr = served.addr;
+        *running = Some(served);
+        Ok(addr)
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|r| r.addr)
+    }
+
+    /// Stop accepting, let in-flight requests finish within `grace`, then drop what remains
+    /// (each dropped request still emits its usage event) and join the runtime's threads.
+    /// Stopping a stopped core does nothing.
+    pub fn stop(&self, grace: Duration) {
+        let taken = self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(running) = taken else {
+            return;
+        };
+        self.shared.set_draining(true);
+        let addr = running.addr;
+        running.stop(grace);
+        tracing::info!(addr = %addr, "data plane stopped");
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.local_addr().is_some()
+    }
+
+    pub fn config_version(&self) -> Option<u64> {
+        self.shared.config.load().as_ref().map(|s| s.version)
+    }
+
+    /// Validate, compile and swap in a whole snapshot. The old one stays in force on any error.
+    pub fn apply_config(&self, version: u64, payload: &[u8]) -> Result<u64, CoreError> {
+        let _serial = self.applying.lock().unwrap_or_else(PoisonError::into_inner);
+        let global = &self.shared.metrics.global;
+        if let Some(current) = self.config_version() {
+            if version < current {
+                global.config_rejected.fetch_add(1, Ordering::Relaxed);
+                return Err(CoreError::StaleConfig {
+                    offered: version,
+                    current,
+                });
+            }
+        }
+        match config::load(version, payload, &self.shared.registry) {
+            Ok(snapshot) => {
+                self.shared.config.store(Some(Arc::new(snapshot)));
+                global.config_applied.fetch_add(1, Ordering::Relaxed);
+                Ok(version)
+            }
+            Err(e) => {
+                global.config_rejected.fetch_add(1, Ordering::Relaxed);
+                Err(e.into())
+            }
+        }
+    }
+
+    pub fn drain_usage(&self, max: usize, timeout: Duration) -> Vec<UsageEvent> {
+        self.shared.usage.drain(max, timeout)
+    }
+
+    pub fn metrics_json(&self) -> String {
+        let mut families = metrics::render(&self.shared.metrics);
+        families.push(FamilySnapshot::gauge(
+            "sluicegate_usage_backlog",
+            "Usage events waiting for the drainer.",
+            self.shared.usage.pending() as f64,
+        ));
+        families.push(FamilySnapshot::gauge(
+            "sluicegate_config_version",
+            "Version of the config snapshot in force (0 before the first).",
+            self.config_version().unwrap_or(0) as f64,
+        ));
+        serde_json::to_string(&MetricsView { families })
+            .unwrap_or_else(|_| "{\"families\":[]}".into())
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        self.stop(Duration::ZERO);
+    }
+}

@@ -1,0 +1,87 @@
+//! The API routes the gateway serves, and which wire flavour (error format, SSE grammar) each uses.
+
+use http::Method;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    ChatCompletions,
+    Completions,
+    Embeddings,
+    Messages,
+    Models,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    OpenAi,
+    Anthropic,
+}
+
+impl Endpoint {
+    pub const ALL: [Endpoint; 5] = [
+        Endpoint::ChatCompletions,
+        Endpoint::Completions,
+        Endpoint::Embeddings,
+        Endpoint::Messages,
+        Endpoint::Models,
+    ];
+
+    /// Resolve a request path; `None` for paths we do not serve.
+    pub fn from_path(path: &str) -> Option<Endpoint> {
+        match path.strip_suffix('/').unwrap_or(path) {
+            "/v1/chat/completions" => Some(Endpoint::ChatCompletions),
+            "/v1/completions" => Some(Endpoint::Completions),
+            "/v1/embeddings" => Some(Endpoint::Embeddings),
+            "/v1/messages" => Some(Endpoint::Messages),
+            "/v1/models" => Some(Endpoint::Models),
+            _ => None,
+        }
+    }
+
+    pub fn method(self) -> Method {
+        match self {
+            Endpoint::Models => Method::GET,
+            _ => Method::POST,
+        }
+    }
+
+    pub fn flavor(self) -> Flavor {
+        match self {
+            Endpoint::Messages => Flavor::Anthropic,
+            _ => Flavor::OpenAi,
+        }
+    }
+
+    /// The path appended to an upstream's base URL (which carries the version segment).
+    pub fn upstream_suffix(self) -> &'static str {
+        match self {
+            Endpoint::ChatCompletions => "/chat/completions",
+            Endpoint::Completions => "/completions",
+            Endpoint::Embeddings => "/embeddings",
+            Endpoint::Messages => "/messages",
+            Endpoint::Models => "/models",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::ChatCompletions => "chat_completions",
+            Endpoint::Completions => "completions",
+            Endpoint::Embeddings => "embeddings",
+            Endpoint::Messages => "messages",
+            Endpoint::Models => "models",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Whether the endpoint can stream server-sent events.
+    pub fn can_stream(self) -> bool {
+        matches!(
+            self,
+            Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Messages
+        )
+    }
+}

@@ -1,0 +1,24 @@
+//! sluicegate's data plane. See ARCHITECTURE.md for the map; the request path starts in
+//! `server::serve` and `proxy::handle`.
+
+#![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod clock;
+pub mod config;
+pub mod core;
+pub mod dist;
+pub mod endpoint;
+pub mod error;
+pub mod metrics;
+pub mod proxy;
+pub mod routing;
+pub mod runtime;
+pub mod server;
+pub mod sim;
+pub mod sse;
+pub mod tokens;
+pub mod usage;
+
+#[cfg(feature = "python")]
+mod py;

@@ -1,0 +1,97 @@
+//! The series groups the request path records into.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::histogram::{Histogram, DURATION_BUCKETS, STAGE_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS};
+use crate::config::Priority;
+use crate::endpoint::Endpoint;
+use crate::error::ErrorKind;
+use crate::server::ConnCounters;
+
+pub const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+pub fn status_class_index(status: u16) -> usize {
+    usize::from(status / 100).clamp(1, 5) - 1
+}
+
+fn counters<const N: usize>() -> [AtomicU64; N] {
+    std::array::from_fn(|_| AtomicU64::new(0))
+}
+
+/// One model alias served by one upstream member of one pool.
+pub struct LegSeries {
+    /// `[endpoint][status class]`
+    pub requests: [[AtomicU64; 5]; Endpoint::ALL.len()],
+    pub timeouts: AtomicU64,
+    pub input_tokens: AtomicU64,
+    pub output_tokens: AtomicU64,
+    pub ttft: Histogram,
+    pub tpot: Histogram,
+    pub duration: Histogram,
+    pub connect: Histogram,
+}
+
+impl Default for LegSeries {
+    fn default() -> Self {
+        Self {
+            requests: std::array::from_fn(|_| counters()),
+            timeouts: AtomicU64::new(0),
+            input_tokens: AtomicU64::new(0),
+            output_tokens: AtomicU64::new(0),
+            ttft: Histogram::new(TTFT_BUCKETS),
+            tpot: Histogram::new(TPOT_BUCKETS),
+            duration: Histogram::new(DURATION_BUCKETS),
+            connect: Histogram::new(STAGE_BUCKETS),
+        }
+    }
+}
+
+impl LegSeries {
+    pub fn count_request(&self, endpoint: Endpoint, status: u16) {
+        self.requests[endpoint.index()][status_class_index(status)].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One pool: what the gateway itself adds in front of its members.
+pub struct PoolSeries {
+    pub queue_wait: [Histogram; Priority::ALL.len()],
+    pub overhead: Histogram,
+}
+
+impl Default for PoolSeries {
+    fn default() -> Self {
+        Self {
+            queue_wait: std::array::from_fn(|_| Histogram::new(STAGE_BUCKETS)),
+            overhead: Histogram::new(STAGE_BUCKETS),
+        }
+    }
+}
+
+/// Gateway-wide counters.
+pub struct GlobalSeries {
+    /// Requests answered by the gateway itself, by reason (`ErrorKind`).
+    pub rejections: [AtomicU64; ErrorKind::ALL.len()],
+    pub connections: Arc<ConnCounters>,
+    pub usage_events: AtomicU64,
+    pub config_applied: AtomicU64,
+    pub config_rejected: AtomicU64,
+}
+
+impl Default for GlobalSeries {
+    fn default() -> Self {
+        Self {
+            rejections: counters(),
+            connections: Arc::new(ConnCounters::default()),
+            usage_events: AtomicU64::new(0),
+            config_applied: AtomicU64::new(0),
+            config_rejected: AtomicU64::new(0),
+        }
+    }
+}
+
+impl GlobalSeries {
+    pub fn reject(&self, kind: ErrorKind) {
+        self.rejections[kind.index()].fetch_add(1, Ordering::Relaxed);
+    }
+}

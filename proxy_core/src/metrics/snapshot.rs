@@ -1,0 +1,223 @@
+//! The scrape-time view of every metric, serialized to JSON for the control plane's collector.
+
+use std::sync::atomic::Ordering;
+
+use serde::Serialize;
+
+use super::histogram::{Histogram, HistogramSnapshot};
+use super::series::STATUS_CLASSES;
+use super::Metrics;
+use crate::config::Priority;
+use crate::endpoint::Endpoint;
+use crate::error::ErrorKind;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    pub labels: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<HistogramSnapshot>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FamilySnapshot {
+    pub name: &'static str,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub help: &'static str,
+    pub labels: Vec<&'static str>,
+    pub samples: Vec<Sample>,
+}
+
+impl FamilySnapshot {
+    fn new(
+        name: &'static str,
+        kind: &'static str,
+        help: &'static str,
+        labels: &[&'static str],
+    ) -> Self {
+        Self {
+            name,
+            kind,
+            help,
+            labels: labels.to_vec(),
+            samples: Vec::new(),
+        }
+    }
+
+    /// A single unlabelled gauge.
+    pub fn gauge(name: &'static str, help: &'static str, value: f64) -> Self {
+        let mut family = Self::new(name, "gauge", help, &[]);
+        family.value(Vec::new(), value);
+        family
+    }
+
+    fn value(&mut self, labels: Vec<String>, value: f64) {
+        self.samples.push(Sample {
+            labels,
+            value: Some(value),
+            histogram: None,
+        });
+    }
+
+    fn histogram(&mut self, labels: Vec<String>, histogram: &Histogram) {
+        let snapshot = histogram.snapshot();
+        self.samples.push(Sample {
+            labels,
+            value: None,
+            histogram: Some(snapshot),
+        });
+    }
+}
+
+/// Gauges the metrics module does not own (queue depths, usage backlog) are added by the caller.
+pub fn render(metrics: &Metrics) -> Vec<FamilySnapshot> {
+    let leg_labels = ["model", "pool", "upstream"];
+    let mut requests = FamilySnapshot::new(
+        "sluicegate_requests_total",
+        "counter",
+        "Requests that reached an upstream, by endpoint and status class.",
+        &["endpoint", "model", "pool", "upstream", "status_class"],
+    );
+    let mut timeouts = FamilySnapshot::new(
+        "sluicegate_upstream_timeouts_total",
+        "counter",
+        "Requests that ended in an upstream timeout.",
+        &leg_labels,
+    );
+    let mut tokens = FamilySnapshot::new(
+        "sluicegate_tokens_total",
+        "counter",
+        "Tokens billed, by type (input or output).",
+        &["model", "pool", "upstream", "type"],
+    );
+    let mut ttft = FamilySnapshot::new(
+        "sluicegate_time_to_first_token_seconds",
+        "histogram",
+        "Time from the request's arrival to the first content token relayed (streams).",
+        &leg_labels,
+    );
+    let mut tpot = FamilySnapshot::new(
+        "sluicegate_time_per_output_token_seconds",
+        "histogram",
+        "(duration - TTFT) / (output tokens - 1) per stream.",
+        &leg_labels,
+    );
+    let mut duration = FamilySnapshot::new(
+        "sluicegate_request_duration_seconds",
+        "histogram",
+        "Time from the request's arrival to its last byte.",
+        &leg_labels,
+    );
+    let mut connect = FamilySnapshot::new(
+        "sluicegate_upstream_connect_seconds",
+        "histogram",
+        "Time to open a new upstream connection (pooled connections are not observed).",
+        &leg_labels,
+    );
+    for (labels, leg) in metrics.legs.collect() {
+        let base: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+        for endpoint in Endpoint::ALL {
+            for (class_index, class) in STATUS_CLASSES.iter().enumerate() {
+                let count = leg.requests[endpoint.index()][class_index].load(Ordering::Relaxed);
+                if count > 0 {
+                    let mut l = vec![endpoint.as_str().to_string()];
+                    l.extend(base.iter().cloned());
+                    l.push((*class).to_string());
+                    requests.value(l, count as f64);
+                }
+            }
+        }
+        timeouts.value(base.clone(), leg.timeouts.load(Ordering::Relaxed) as f64);
+        for (kind, counter) in [("input", &leg.input_tokens), ("output", &leg.output_tokens)] {
+            let mut l = base.clone();
+            l.push(kind.to_string());
+            tokens.value(l, counter.load(Ordering::Relaxed) as f64);
+        }
+        ttft.histogram(base.clone(), &leg.ttft);
+        tpot.histogram(base.clone(), &leg.tpot);
+        duration.histogram(base.clone(), &leg.duration);
+        connect.histogram(base, &leg.connect);
+    }
+
+    let mut queue_wait = FamilySnapshot::new(
+        "sluicegate_queue_wait_seconds",
+        "histogram",
+        "Time a request waited for admission to its pool.",
+        &["pool", "priority"],
+    );
+    let mut overhead = FamilySnapshot::new(
+        "sluicegate_gateway_overhead_seconds",
+        "histogram",
+        "Time spent inside the gateway, excluding upstream time and queue wait.",
+        &["pool"],
+    );
+    for (labels, pool) in metrics.pools.collect() {
+        let pool_id = labels.first().map(|l| l.to_string()).unwrap_or_default();
+        for priority in Priority::ALL {
+            queue_wait.histogram(
+                vec![pool_id.clone(), priority.as_str().to_string()],
+                &pool.queue_wait[priority.index()],
+            );
+        }
+        overhead.histogram(vec![pool_id], &pool.overhead);
+    }
+
+    let g = &metrics.global;
+    let mut rejections = FamilySnapshot::new(
+        "sluicegate_rejections_total",
+        "counter",
+        "Requests the gateway answered itself without an upstream response, by reason.",
+        &["reason"],
+    );
+    for kind in ErrorKind::ALL {
+        let count = g.rejections[kind.index()].load(Ordering::Relaxed);
+        if count > 0 {
+            rejections.value(vec![kind.code().to_string()], count as f64);
+        }
+    }
+    let mut singles = Vec::new();
+    for (name, kind, help, value) in [
+        (
+            "sluicegate_connections_accepted_total",
+            "counter",
+            "Client connections accepted on the data port.",
+            g.connections.accepted.load(Ordering::Relaxed),
+        ),
+        (
+            "sluicegate_connections_open",
+            "gauge",
+            "Client connections currently open on the data port.",
+            g.connections.open.load(Ordering::Relaxed),
+        ),
+        (
+            "sluicegate_usage_events_total",
+            "counter",
+            "Usage events emitted by the data plane.",
+            g.usage_events.load(Ordering::Relaxed),
+        ),
+        (
+            "sluicegate_config_applied_total",
+            "counter",
+            "Config snapshots accepted by the data plane.",
+            g.config_applied.load(Ordering::Relaxed),
+        ),
+        (
+            "sluicegate_config_rejected_total",
+            "counter",
+            "Config snapshots refused by the data plane.",
+            g.config_rejected.load(Ordering::Relaxed),
+        ),
+    ] {
+        let mut family = FamilySnapshot::new(name, kind, help, &[]);
+        family.value(Vec::new(), value as f64);
+        singles.push(family);
+    }
+
+    let mut out = vec![
+        requests, timeouts, tokens, ttft, tpot, duration, connect, queue_wait, overhead, rejections,
+    ];
+    out.extend(singles);
+    out
+}

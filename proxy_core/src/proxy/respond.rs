@@ -1,0 +1,155 @@
+//! Responses the gateway writes itself: errors in each API's format, with the retry and
+//! rate-limit headers the official SDKs read.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
+use http_body_util::{Either, Full};
+
+use super::relay::RelayBody;
+use crate::endpoint::Flavor;
+use crate::error::{ErrorKind, GatewayError, RateLimitInfo};
+
+pub type ProxyBody = Either<Full<Bytes>, RelayBody>;
+
+pub fn json(status: StatusCode, body: Vec<u8>) -> Response<ProxyBody> {
+    let mut response = Response::new(Either::Left(Full::new(Bytes::from(body))));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+pub fn error_body(flavor: Flavor, error: &GatewayError) -> Vec<u8> {
+    let kind = error.kind;
+    let value = match flavor {
+        Flavor::OpenAi => serde_json::json!({
+            "error": {
+                "message": error.message,
+                "type": kind.openai_type(),
+                "param": error.param,
+                "code": kind.code(),
+            }
+        }),
+        Flavor::Anthropic => serde_json::json!({
+            "type": "error",
+            "error": {"type": kind.anthropic_type(), "message": error.message},
+        }),
+    };
+    serde_json::to_vec(&value).unwrap_or_default()
+}
+
+/// OpenAI's duration format for `x-ratelimit-reset-*`: `1m30s`, `250ms`, `2s`.
+pub fn format_reset(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let secs = d.as_secs_f64();
+    if secs < 60.0 {
+        return format!("{}s", trim_float(secs));
+    }
+    let minutes = (secs / 60.0).floor();
+    format!("{}m{}s", minutes as u64, trim_float(secs - minutes * 60.0))
+}
+
+fn trim_float(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn insert(response: &mut Response<ProxyBody>, name: &'static str, value: String) {
+    if let Ok(v) = HeaderValue::try_from(value) {
+        response.headers_mut().insert(name, v);
+    }
+}
+
+fn rate_limit_headers(response: &mut Response<ProxyBody>, info: &RateLimitInfo) {
+    let numbers = [
+        ("x-ratelimit-limit-requests", info.limit_requests),
+        ("x-ratelimit-remaining-requests", info.remaining_requests),
+        ("x-ratelimit-limit-tokens", info.limit_tokens),
+        ("x-ratelimit-remaining-tokens", info.remaining_tokens),
+    ];
+    for (name, value) in numbers {
+        if let Some(v) = value {
+            insert(response, name, v.to_string());
+        }
+    }
+    for (name, value) in [
+        ("x-ratelimit-reset-requests", info.reset_requests),
+        ("x-ratelimit-reset-tokens", info.reset_tokens),
+    ] {
+        if let Some(d) = value {
+            insert(response, name, format_reset(d));
+        }
+    }
+}
+
+pub fn error(flavor: Flavor, error: &GatewayError) -> Response<ProxyBody> {
+    let mut response = json(error.status(), error_body(flavor, error));
+    if let Some(after) = error.retry_after {
+        // Whole seconds, rounded up, for `retry-after`; the exact figure in `retry-after-ms`.
+        let secs = after.as_millis().div_ceil(1000).max(1);
+        insert(&mut response, "retry-after", secs.to_string());
+        insert(
+            &mut response,
+            "retry-after-ms",
+            after.as_millis().max(1).to_string(),
+        );
+    }
+    if let Some(info) = &error.rate_limit {
+        rate_limit_headers(&mut response, info);
+    }
+    if error.kind == ErrorKind::InsufficientQuota {
+        response
+            .headers_mut()
+            .insert("x-should-retry", HeaderValue::from_static("false"));
+    }
+    if error.close_connection {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reset_durations_use_openai_style() {
+        assert_eq!(format_reset(Duration::from_millis(12)), "12ms");
+        assert_eq!(format_reset(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(format_reset(Duration::from_secs(360)), "6m0s");
+    }
+
+    #[test]
+    fn both_error_formats() {
+        let e = GatewayError::invalid("bad").with_param("model");
+        let openai: serde_json::Value =
+            serde_json::from_slice(&error_body(Flavor::OpenAi, &e)).unwrap();
+        assert_eq!(openai["error"]["param"], "model");
+        assert_eq!(openai["error"]["type"], "invalid_request_error");
+        let anthropic: serde_json::Value =
+            serde_json::from_slice(&error_body(Flavor::Anthropic, &e)).unwrap();
+        assert_eq!(anthropic["type"], "error");
+        assert_eq!(anthropic["error"]["type"], "invalid_request_error");
+    }
+
+    #[test]
+    fn retry_headers_and_should_retry() {
+        let e = GatewayError::new(ErrorKind::InsufficientQuota, "out")
+            .with_retry_after(Duration::from_millis(1200));
+        let r = error(Flavor::OpenAi, &e);
+        assert_eq!(r.status(), 429);
+        assert_eq!(r.headers()["retry-after"], "2");
+        assert_eq!(r.headers()["retry-after-ms"], "1200");
+        assert_eq!(r.headers()["x-should-retry"], "false");
+    }
+}

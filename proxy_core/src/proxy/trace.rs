@@ -1,0 +1,197 @@
+//! What is measured about one routed request, and the guard that turns it into exactly one usage
+//! event: `finish` on a known end, `Drop` when the request future or the response body is dropped
+//! (the client went away), whichever comes first.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::config::{KeyEntry, Priority};
+use crate::endpoint::Endpoint;
+use crate::error::ErrorKind;
+use crate::metrics::{LegSeries, PoolSeries};
+use crate::sse::TokenUsage;
+use crate::usage::{Outcome, UsageEvent, UsageSource};
+
+use super::shared::Shared;
+
+/// The upstream a request was sent to.
+pub struct Leg {
+    pub pool: Arc<str>,
+    pub member: Arc<str>,
+    pub upstream_model: Arc<str>,
+    pub series: Arc<LegSeries>,
+    pub pool_series: Arc<PoolSeries>,
+}
+
+pub struct Trace {
+    pub request_id: Arc<str>,
+    pub key: Arc<KeyEntry>,
+    pub endpoint: Endpoint,
+    pub model: Arc<str>,
+    pub stream: bool,
+    pub priority: Priority,
+    pub arrived: Instant,
+    pub arrived_unix: f64,
+    pub prompt_estimate: u64,
+    pub client_retry_count: Option<u32>,
+    pub leg: Option<Leg>,
+    pub attempts: u32,
+    pub fallback: bool,
+    pub queue_wait: Duration,
+    /// Gateway time before the (last) upstream attempt was sent.
+    pub overhead_before: Duration,
+    pub connect: Option<Duration>,
+    /// When upstream response headers arrived (the upstream accepted the request).
+    pub headers_at: Option<Instant>,
+    pub first_token_at: Option<Instant>,
+    pub status: u16,
+    pub relayed_tokens: u64,
+    /// Prompt tokens the upstream reported before the response ended (Anthropic `message_start`).
+    pub reported_prompt: Option<u64>,
+    /// Final usage as the upstream reported it; `None` if the response did not end properly.
+    pub usage: Option<TokenUsage>,
+    pub error: Option<ErrorKind>,
+}
+
+pub struct UsageGuard {
+    trace: Option<Box<Trace>>,
+    shared: Arc<Shared>,
+}
+
+impl UsageGuard {
+    pub fn new(shared: Arc<Shared>, trace: Trace) -> Self {
+        Self {
+            trace: Some(Box::new(trace)),
+            shared,
+        }
+    }
+
+    /// The live trace; `None` only after `finish`.
+    pub fn trace(&mut self) -> Option<&mut Trace> {
+        self.trace.as_deref_mut()
+    }
+
+    pub fn finish(&mut self, outcome: Outcome) {
+        if let Some(trace) = self.trace.take() {
+            emit(&self.shared, *trace, outcome);
+        }
+    }
+}
+
+impl Drop for UsageGuard {
+    fn drop(&mut self) {
+        self.finish(Outcome::ClientCancelled);
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
+    let now = Instant::now();
+    if t.status == 0 {
+        // No response reached the client; 499 is nginx's "client closed request".
+        t.status = match outcome {
+            Outcome::ClientCancelled => 499,
+            Outcome::Timeout => 504,
+            Outcome::UpstreamError | Outcome::Complete => 502,
+        };
+    }
+    let duration = now.saturating_duration_since(t.arrived);
+    let accepted = t.headers_at.is_some() && (200..300).contains(&t.status);
+    // Billing policy (ARCHITECTURE.md): upstream counts when the upstream reported them; otherwise
+    // the prompt estimate plus the tokens actually relayed, once the upstream accepted the request.
+    let (usage, source) = match (t.usage, accepted) {
+        (Some(u), _) => (u, UsageSource::Upstream),
+        (None, true) => (
+            TokenUsage {
+                prompt: t.reported_prompt.unwrap_or(t.prompt_estimate),
+                completion: t.relayed_tokens,
+                cached: 0,
+            },
+            UsageSource::Estimated,
+        ),
+        (None, false) => (TokenUsage::default(), UsageSource::Estimated),
+    };
+    let ttft = t
+        .first_token_at
+        .map(|at| at.saturating_duration_since(t.arrived));
+    let output_tokens = if t.stream {
+        usage.completion.max(t.relayed_tokens)
+    } else {
+        usage.completion
+    };
+    let tpot = match ttft {
+        Some(ttft) if output_tokens > 1 => Some(
+            duration
+                .saturating_sub(ttft)
+                .div_f64((output_tokens - 1) as f64),
+        ),
+        _ => None,
+    };
+
+    if let Some(leg) = &t.leg {
+        let s = &leg.series;
+        s.count_request(t.endpoint, t.status);
+        s.duration.observe_duration(duration);
+        if let Some(v) = ttft {
+            s.ttft.observe_duration(v);
+        }
+        if let Some(v) = tpot {
+            s.tpot.observe_duration(v);
+        }
+        if let Some(v) = t.connect {
+            s.connect.observe_duration(v);
+        }
+        if outcome == Outcome::Timeout {
+            s.timeouts.fetch_add(1, Ordering::Relaxed);
+        }
+        s.input_tokens.fetch_add(usage.prompt, Ordering::Relaxed);
+        s.output_tokens
+            .fetch_add(usage.completion, Ordering::Relaxed);
+        leg.pool_series.queue_wait[t.priority.index()].observe_duration(t.queue_wait);
+        leg.pool_series.overhead.observe_duration(t.overhead_before);
+    }
+
+    let (upstream_model, pool, upstream) = match t.leg {
+        Some(leg) => (Some(leg.upstream_model), Some(leg.pool), Some(leg.member)),
+        None => (None, None, None),
+    };
+    shared
+        .metrics
+        .global
+        .usage_events
+        .fetch_add(1, Ordering::Relaxed);
+    shared.usage.record(UsageEvent {
+        seq: 0,
+        request_id: t.request_id,
+        key_id: t.key.id.clone(),
+        key_prefix: t.key.prefix.clone(),
+        tenant_id: t.key.tenant.id.clone(),
+        endpoint: t.endpoint.as_str(),
+        model: t.model,
+        upstream_model,
+        pool,
+        upstream,
+        priority: t.priority.as_str(),
+        stream: t.stream,
+        status: t.status,
+        outcome,
+        error_code: t.error.map(ErrorKind::code),
+        prompt_tokens: usage.prompt,
+        completion_tokens: usage.completion,
+        cached_tokens: usage.cached,
+        usage_source: source,
+        queue_wait_ms: ms(t.queue_wait),
+        connect_ms: t.connect.map(ms),
+        ttft_ms: ttft.map(ms),
+        tpot_ms: tpot.map(ms),
+        duration_ms: ms(duration),
+        started_at: t.arrived_unix,
+        attempts: t.attempts,
+        fallback: t.fallback,
+        client_retry_count: t.client_retry_count,
+    });
+}

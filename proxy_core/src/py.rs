@@ -1,0 +1,275 @@
+//! The PyO3 shim: types that cross to Python and nothing else. Every blocking call releases the
+//! GIL (`Python::detach`); the data plane's threads never take it.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+use crate::auth;
+use crate::core::{Core, CoreError, CoreOptions};
+use crate::proxy::ServerSettings;
+use crate::server::ConnSettings;
+use crate::sim::{SimArgs, Simulator};
+
+create_exception!(
+    _core,
+    SluicegateError,
+    PyException,
+    "Base class of every error the core raises."
+);
+create_exception!(
+    _core,
+    ConfigError,
+    SluicegateError,
+    "A config snapshot was refused; the previous one stays in force."
+);
+create_exception!(
+    _core,
+    StartError,
+    SluicegateError,
+    "A server could not start (address in use, bad address)."
+);
+create_exception!(
+    _core,
+    StateError,
+    SluicegateError,
+    "The call does not fit the object's state (already running)."
+);
+create_exception!(
+    _core,
+    UsageError,
+    SluicegateError,
+    "Command-line arguments were refused, or help was asked for: args are (message, exit_code)."
+);
+
+fn core_error(e: CoreError) -> PyErr {
+    match e {
+        CoreError::Config(_) | CoreError::StaleConfig { .. } => ConfigError::new_err(e.to_string()),
+        CoreError::Start(_) => StartError::new_err(e.to_string()),
+        CoreError::AlreadyRunning(_) => StateError::new_err(e.to_string()),
+    }
+}
+
+fn usage_error(e: clap::Error) -> PyErr {
+    let code = e.exit_code();
+    UsageError::new_err((e.render().to_string(), code))
+}
+
+fn seconds(value: f64, name: &str) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "{name} must be a non-negative number of seconds"
+        ))
+    })
+}
+
+/// The data plane: a relay on its own tokio runtime, configured by whole snapshots.
+#[pyclass(frozen, name = "Core", module = "sluicegate._core")]
+struct PyCore {
+    inner: Arc<Core>,
+}
+
+#[pymethods]
+impl PyCore {
+    #[new]
+    #[pyo3(signature = (*, workers=0, max_body_bytes=33554432, header_read_timeout_ms=5000, max_connections=25000, h2_max_concurrent_streams=100, usage_backlog_limit=200000))]
+    fn new(
+        workers: usize,
+        max_body_bytes: usize,
+        header_read_timeout_ms: u64,
+        max_connections: usize,
+        h2_max_concurrent_streams: u32,
+        usage_backlog_limit: usize,
+    ) -> PyResult<Self> {
+        if max_connections == 0 || max_body_bytes == 0 || header_read_timeout_ms == 0 {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "max_connections, max_body_bytes and header_read_timeout_ms must be positive",
+            ));
+        }
+        let options = CoreOptions {
+            workers,
+            settings: ServerSettings {
+                conn: ConnSettings {
+                    header_read_timeout: Duration::from_millis(header_read_timeout_ms),
+                    max_connections,
+                    h2_max_concurrent_streams,
+                },
+                max_body_bytes,
+                usage_backlog_limit,
+            },
+        };
+        Ok(Self {
+            inner: Arc::new(Core::new(options)),
+        })
+    }
+
+    /// Bind `listen_addr` ("host:port"; port 0 picks one) and serve. Returns the bound address.
+    fn start(&self, py: Python<'_>, listen_addr: &str) -> PyResult<String> {
+        let core = self.inner.clone();
+        let listen = listen_addr.to_string();
+        py.detach(move || core.start(&listen))
+            .map(|addr| addr.to_string())
+            .map_err(core_error)
+    }
+
+    /// Stop accepting, let in-flight requests finish within the grace period, then join every
+    /// thread. A stopped core may be started again.
+    #[pyo3(signature = (grace_seconds=30.0))]
+    fn stop(&self, py: Python<'_>, grace_seconds: f64) -> PyResult<()> {
+        let grace = seconds(grace_seconds, "grace_seconds")?;
+        let core = self.inner.clone();
+        py.detach(move || core.stop(grace));
+        Ok(())
+    }
+
+    /// Validate, compile and swap in a whole config snapshot; returns the version (the ACK).
+    /// Raises ConfigError naming the field at fault (the NACK); the old snapshot stays.
+    fn apply_config(&self, py: Python<'_>, version: u64, payload: &str) -> PyResult<u64> {
+        let core = self.inner.clone();
+        let payload = payload.as_bytes().to_vec();
+        py.detach(move || core.apply_config(version, &payload))
+            .map_err(core_error)
+    }
+
+    /// Every metric as JSON: {"families": [{name, type, help, labels, samples}]}.
+    fn metrics_snapshot(&self, py: Python<'_>) -> String {
+        let core = self.inner.clone();
+        py.detach(move || core.metrics_json())
+    }
+
+    /// Up to `max` usage events as a JSON array, waiting up to `timeout_ms` for the first.
+    #[pyo3(signature = (max=1000, timeout_ms=0))]
+    fn drain_usage(&self, py: Python<'_>, max: usize, timeout_ms: u64) -> String {
+        let core = self.inner.clone();
+        py.detach(move || {
+            let events = core.drain_usage(max, Duration::from_millis(timeout_ms));
+            serde_json::to_string(&events).unwrap_or_else(|_| "[]".into())
+        })
+    }
+
+    #[getter]
+    fn running(&self) -> bool {
+        self.inner.is_running()
+    }
+
+    #[getter]
+    fn address(&self) -> Option<String> {
+        self.inner.local_addr().map(|a| a.to_string())
+    }
+
+    #[getter]
+    fn config_version(&self) -> Option<u64> {
+        self.inner.config_version()
+    }
+}
+
+/// The simulated upstream, started on construction.
+#[pyclass(frozen, name = "Simulator", module = "sluicegate._core")]
+struct PySimulator {
+    inner: Mutex<Option<Simulator>>,
+    address: String,
+}
+
+#[pymethods]
+impl PySimulator {
+    /// `args` are `sluicegate sim` command-line arguments. Raises UsageError for bad arguments
+    /// or `--help` (the message is the text to print), StartError if it cannot listen.
+    #[new]
+    fn new(py: Python<'_>, args: Vec<String>) -> PyResult<Self> {
+        let parsed = SimArgs::parse_from_args(&args).map_err(usage_error)?;
+        let sim = py
+            .detach(move || Simulator::start(parsed))
+            .map_err(|e| StartError::new_err(e.to_string()))?;
+        let address = sim.addr().to_string();
+        Ok(Self {
+            inner: Mutex::new(Some(sim)),
+            address,
+        })
+    }
+
+    #[getter]
+    fn address(&self) -> String {
+        self.address.clone()
+    }
+
+    /// Stop serving and flush the record file. Stopping twice does nothing.
+    #[pyo3(signature = (grace_seconds=5.0))]
+    fn stop(&self, py: Python<'_>, grace_seconds: f64) -> PyResult<()> {
+        let grace = seconds(grace_seconds, "grace_seconds")?;
+        let sim = self
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(sim) = sim {
+            py.detach(move || sim.stop(grace));
+        }
+        Ok(())
+    }
+}
+
+/// A new tenant API key (shown once; store only its hash).
+#[pyfunction]
+fn generate_api_key() -> PyResult<String> {
+    auth::generate().map_err(|e| SluicegateError::new_err(format!("no randomness available: {e}")))
+}
+
+/// Hex HMAC-SHA256 of `key` under `pepper`: what the config snapshot stores.
+#[pyfunction]
+fn hash_api_key(pepper: &str, key: &str) -> PyResult<String> {
+    let hasher = auth::KeyHasher::new(pepper.as_bytes())
+        .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("pepper refused by HMAC"))?;
+    Ok(auth::hex_digest(&hasher.hash(key)))
+}
+
+/// Whether `key` has the shape and checksum of a sluicegate key.
+#[pyfunction]
+fn is_well_formed_api_key(key: &str) -> bool {
+    auth::well_formed(key)
+}
+
+/// The public part of a key, safe to show and log.
+#[pyfunction]
+fn api_key_prefix(key: &str) -> String {
+    auth::public_prefix(key).to_string()
+}
+
+/// Send the core's `tracing` logs to stderr (`json` for one JSON object per line). Once per process.
+#[pyfunction]
+#[pyo3(signature = (level="info", json=false))]
+fn init_logging(level: &str, json: bool) -> PyResult<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let result = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+    result.map_err(|e| StateError::new_err(format!("logging already initialised: {e}")))
+}
+
+#[pymodule]
+#[pyo3(name = "_core")]
+fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<PyCore>()?;
+    m.add_class::<PySimulator>()?;
+    m.add_function(wrap_pyfunction!(generate_api_key, m)?)?;
+    m.add_function(wrap_pyfunction!(hash_api_key, m)?)?;
+    m.add_function(wrap_pyfunction!(is_well_formed_api_key, m)?)?;
+    m.add_function(wrap_pyfunction!(api_key_prefix, m)?)?;
+    m.add_function(wrap_pyfunction!(init_logging, m)?)?;
+    m.add("SluicegateError", py.get_type::<SluicegateError>())?;
+    m.add("ConfigError", py.get_type::<ConfigError>())?;
+    m.add("StartError", py.get_type::<StartError>())?;
+    m.add("StateError", py.get_type::<StateError>())?;
+    m.add("UsageError", py.get_type::<UsageError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,386 @@
+//! The simulator's routes.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use hyper::body::Incoming;
+use tokio::sync::Semaphore;
+
+use super::fault::{FaultSet, FaultSpec};
+use super::record::RecordLine;
+use super::stream::{step, StreamState};
+use super::timing::Timing;
+use super::wire::{embeddings_body, error_body, whole_body, StreamWire};
+use crate::clock::unix_now;
+use crate::dist::Dist;
+use crate::endpoint::Endpoint;
+use crate::proxy::peek::peek;
+
+pub type SimBody = UnsyncBoxBody<Bytes, std::io::Error>;
+
+pub struct SimState {
+    pub ttft_ms: Dist,
+    pub itl_ms: Dist,
+    pub output_tokens: Dist,
+    pub prefill_ms_per_1k: f64,
+    pub faults: Vec<FaultSpec>,
+    pub models: Vec<String>,
+    pub embedding_dims: usize,
+    pub api_key: Option<String>,
+    pub compute: Option<Arc<Semaphore>>,
+    pub record: Option<mpsc::Sender<RecordLine>>,
+    pub seed: Option<u64>,
+    pub requests: AtomicU64,
+}
+
+/// Writes the request's record line when dropped, whatever happened.
+pub struct RecordGuard {
+    tx: Option<mpsc::Sender<RecordLine>>,
+    pub line: RecordLine,
+    pub outcome: Option<&'static str>,
+    /// The outcome written if the response is dropped before it ends.
+    pub outcome_if_dropped: &'static str,
+}
+
+impl Drop for RecordGuard {
+    fn drop(&mut self) {
+        if let Some(tx) = self.tx.take() {
+            self.line.outcome = self.outcome.unwrap_or(self.outcome_if_dropped);
+            self.line.ended_at = unix_now();
+            let _ = tx.send(self.line.clone());
+        }
+    }
+}
+
+fn full(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<SimBody> {
+    let mut response = Response::new(
+        Full::new(Bytes::from(body))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn header_f64(headers: &HeaderMap, name: &str) -> Option<f64> {
+    header_str(headers, name)
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+}
+
+fn authorized(state: &SimState, headers: &HeaderMap) -> bool {
+    let Some(expected) = &state.api_key else {
+        return true;
+    };
+    let bearer = header_str(headers, "authorization").and_then(|v| v.strip_prefix("Bearer "));
+    let x_api_key = header_str(headers, "x-api-key");
+    bearer == Some(expected.as_str()) || x_api_key == Some(expected.as_str())
+}
+
+fn embedding_inputs(body: &[u8]) -> usize {
+    #[derive(serde::Deserialize)]
+    struct Input {
+        input: serde_json::Value,
+    }
+    match serde_json::from_slice::<Input>(body).map(|b| b.input) {
+        Ok(serde_json::Value::Array(items)) if items.iter().all(|i| i.is_number()) => 1,
+        Ok(serde_json::Value::Array(items)) => items.len(),
+        _ => 1,
+    }
+}
+
+pub async fn handle(
+    state: Arc<SimState>,
+    req: Request<Incoming>,
+) -> Result<Response<SimBody>, Infallible> {
+    Ok(route(state, req).await)
+}
+
+async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody> {
+    let path = req.uri().path().to_string();
+    if req.method() == Method::GET && (path == "/health" || path == "/healthz") {
+        return full(StatusCode::OK, "text/plain", b"ok".to_vec());
+    }
+    let Some(endpoint) = Endpoint::from_path(&path) else {
+        return full(
+            StatusCode::NOT_FOUND,
+            "application/json",
+            error_body(Endpoint::ChatCompletions, 404, "no such route"),
+        );
+    };
+    if req.method() != endpoint.method() {
+        return full(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "application/json",
+            error_body(endpoint, 405, "method not allowed"),
+        );
+    }
+    if !authorized(&state, req.headers()) {
+        return full(
+            StatusCode::UNAUTHORIZED,
+            "application/json",
+            error_body(endpoint, 401, "invalid upstream credential"),
+        );
+    }
+    if endpoint == Endpoint::Models {
+        let names = if state.models.is_empty() {
+            vec!["sim-model".to_string()]
+        } else {
+            state.models.clone()
+        };
+        let data: Vec<_> = names.iter().map(|m| serde_json::json!({"id": m, "object": "model", "created": 0, "owned_by": "sim"})).collect();
+        let body = serde_json::to_vec(&serde_json::json!({"object": "list", "data": data}))
+            .unwrap_or_default();
+        return full(StatusCode::OK, "application/json", body);
+    }
+    let n = state.requests.fetch_add(1, Ordering::Relaxed);
+    let (parts, body) = req.into_parts();
+    let request_id = header_str(&parts.headers, "x-request-id")
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("sim_{n:x}_{:x}", fastrand::u64(..)));
+    let mut record = RecordGuard {
+        tx: state.record.clone(),
+        line: RecordLine {
+            request_id: request_id.clone(),
+            endpoint: endpoint.as_str(),
+            model: String::new(),
+            stream: false,
+            status: 200,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            outcome: "",
+            faults: Vec::new(),
+            queue_ms: 0.0,
+            started_at: unix_now(),
+            ended_at: 0.0,
+        },
+        outcome: None,
+        outcome_if_dropped: "client_disconnected",
+    };
+    let bytes = match Limited::new(body, 64 * 1024 * 1024).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            record.outcome = Some("bad_request");
+            record.line.status = 400;
+            return full(
+                StatusCode::BAD_REQUEST,
+                "application/json",
+                error_body(endpoint, 400, "could not read the body"),
+            );
+        }
+    };
+    let peeked = match peek(endpoint, &bytes) {
+        Ok(p) => p,
+        Err(e) => {
+            record.outcome = Some("bad_request");
+            record.line.status = 400;
+            return full(
+                StatusCode::BAD_REQUEST,
+                "application/json",
+                error_body(endpoint, 400, &e.message),
+            );
+        }
+    };
+    let model = peeked.model.to_string();
+    record.line.model = model.clone();
+    record.line.stream = peeked.stream;
+    let prompt_tokens = peeked.prompt.tokens();
+    record.line.prompt_tokens = prompt_tokens;
+    if !state.models.is_empty() && !state.models.contains(&model) {
+        record.outcome = Some("bad_request");
+        record.line.status = 404;
+        return full(
+            StatusCode::NOT_FOUND,
+            "application/json",
+            error_body(endpoint, 404, "model not found"),
+        );
+    }
+
+    let mut rng = match state.seed {
+        Some(seed) => fastrand::Rng::with_seed(seed.wrapping_add(n)),
+        None => fastrand::Rng::new(),
+    };
+    let faults = match FaultSet::choose(
+        &state.faults,
+        header_str(&parts.headers, "x-sim-fault"),
+        &mut rng,
+    ) {
+        Ok(f) => f,
+        Err(e) => {
+            record.outcome = Some("bad_request");
+            record.line.status = 400;
+            return full(
+                StatusCode::BAD_REQUEST,
+                "application/json",
+                error_body(endpoint, 400, &e),
+            );
+        }
+    };
+    record.line.faults = faults.names.clone();
+    if let Some((code, retry_after)) = faults.status {
+        record.outcome = Some("status");
+        record.line.status = code;
+        record.line.prompt_tokens = 0;
+        let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = full(
+            status,
+            "application/json",
+            error_body(endpoint, code, "simulated failure"),
+        );
+        if let Some(after) = retry_after {
+            if let Ok(v) = HeaderValue::from_str(&format!("{}", after.ceil() as u64)) {
+                response.headers_mut().insert("retry-after", v);
+            }
+            if let Ok(v) = HeaderValue::from_str(&format!("{}", (after * 1000.0).round() as u64)) {
+                response.headers_mut().insert("retry-after-ms", v);
+            }
+        }
+        return response;
+    }
+    if faults.hang {
+        record.outcome_if_dropped = "hang";
+        std::future::pending::<()>().await;
+    }
+
+    let mut timing = Timing {
+        ttft_ms: header_f64(&parts.headers, "x-sim-ttft-ms")
+            .map(Dist::Fixed)
+            .unwrap_or_else(|| state.ttft_ms.clone()),
+        itl_ms: header_f64(&parts.headers, "x-sim-itl-ms")
+            .map(Dist::Fixed)
+            .unwrap_or_else(|| state.itl_ms.clone()),
+        prefill_ms_per_1k: state.prefill_ms_per_1k,
+        rng,
+    };
+    let created = unix_now() as u64;
+
+    if endpoint == Endpoint::Embeddings {
+        let _permit = match &state.compute {
+            Some(sem) => sem.clone().acquire_owned().await.ok(),
+            None => None,
+        };
+        tokio::time::sleep(timing.first_token(prompt_tokens)).await;
+        let usage_prompt = prompt_tokens;
+        let body = embeddings_body(
+            &model,
+            embedding_inputs(&bytes),
+            state.embedding_dims,
+            usage_prompt,
+            n,
+        );
+        record.outcome = Some("complete");
+        return full(StatusCode::OK, "application/json", body);
+    }
+
+    let tokens: u32 = match header_f64(&parts.headers, "x-sim-output-tokens") {
+        Some(v) => v.round() as u32,
+        None => match peeked.max_tokens {
+            Some(max) => max.min(1_000_000) as u32,
+            None => (timing_sample_tokens(&state.output_tokens, &mut timing.rng)).max(1),
+        },
+    };
+    let finish = if peeked.max_tokens.is_some_and(|m| u64::from(tokens) >= m) {
+        "length"
+    } else {
+        "stop"
+    };
+    let id = match endpoint {
+        Endpoint::Messages => format!("msg_{n:x}"),
+        Endpoint::Completions => format!("cmpl-{n:x}"),
+        _ => format!("chatcmpl-{n:x}"),
+    };
+
+    if peeked.stream {
+        let include_usage = endpoint != Endpoint::Messages && peeked.client_include_usage;
+        let wire = StreamWire::new(endpoint, &id, &model, created, include_usage);
+        let state_machine = StreamState::new(
+            wire,
+            timing,
+            faults,
+            tokens,
+            finish,
+            prompt_tokens,
+            state.compute.clone(),
+            record,
+        );
+        let stream = futures_util::stream::unfold(state_machine, step);
+        let mut response = Response::new(StreamBody::new(stream).boxed_unsync());
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        return response;
+    }
+
+    let _permit = match &state.compute {
+        Some(sem) => {
+            let queued_at = std::time::Instant::now();
+            let permit = sem.clone().acquire_owned().await.ok();
+            record.line.queue_ms = queued_at.elapsed().as_secs_f64() * 1000.0;
+            permit
+        }
+        None => None,
+    };
+    tokio::time::sleep(timing.whole(prompt_tokens, tokens)).await;
+    let mut body = whole_body(
+        endpoint,
+        &id,
+        &model,
+        created,
+        prompt_tokens,
+        tokens,
+        finish,
+        !faults.no_usage,
+    );
+    if parts.headers.contains_key("x-sim-echo") {
+        body = with_echo(&body, &parts.headers, &bytes);
+    }
+    record.line.completion_tokens = u64::from(tokens);
+    record.outcome = Some("complete");
+    full(StatusCode::OK, "application/json", body)
+}
+
+/// Test aid: add the request headers and body the simulator received to a JSON response, so a
+/// test can see exactly what a gateway forwarded.
+fn with_echo(body: &[u8], headers: &HeaderMap, request: &[u8]) -> Vec<u8> {
+    let Ok(serde_json::Value::Object(mut map)) = serde_json::from_slice(body) else {
+        return body.to_vec();
+    };
+    let seen: serde_json::Map<String, serde_json::Value> = headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                serde_json::Value::String(String::from_utf8_lossy(v.as_bytes()).into_owned()),
+            )
+        })
+        .collect();
+    map.insert(
+        "sim_request_headers".into(),
+        serde_json::Value::Object(seen),
+    );
+    map.insert(
+        "sim_request_body".into(),
+        serde_json::Value::String(String::from_utf8_lossy(request).into_owned()),
+    );
+    serde_json::to_vec(&map).unwrap_or_else(|_| body.to_vec())
+}
+
+fn timing_sample_tokens(dist: &Dist, rng: &mut fastrand::Rng) -> u32 {
+    dist.sample(rng).round().min(1_000_000.0) as u32
+}

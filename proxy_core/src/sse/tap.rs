@@ -1,0 +1,319 @@
+//! The tap: reads a relayed event stream as it passes, to find the first content token, count
+//! tokens, pick up `usage`, see whether the stream ended properly, and drop the usage chunk the
+//! gateway asked for on behalf of a client that did not.
+//!
+//! Output is cut at event boundaries: a chunk yields the complete events it finishes (at most one
+//! frame out per frame in, never coalesced); a partial event waits for the rest of its bytes.
+
+use bytes::{Bytes, BytesMut};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+
+use super::frame::{event_end, parse_event};
+use super::usage::{TokenUsage, UsageProbe};
+use crate::endpoint::Flavor;
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TapStats {
+    pub events_in: u64,
+    pub events_out: u64,
+    /// Events that carried generated content (one per token for the servers we know).
+    pub content_events: u64,
+    pub usage: Option<TokenUsage>,
+    /// `[DONE]` (OpenAI) or `message_stop` (Anthropic) went through.
+    pub terminated: bool,
+    /// The upstream sent an error event.
+    pub upstream_error: bool,
+}
+
+pub struct SseTap {
+    flavor: Flavor,
+    hide_usage: bool,
+    pending: BytesMut,
+    pub stats: TapStats,
+}
+
+/// What one fed chunk produced.
+#[derive(Debug, Default)]
+pub struct Fed {
+    pub out: Option<Bytes>,
+    pub content: bool,
+}
+
+#[derive(Deserialize)]
+struct OpenAiChunk<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<OpenAiChoice<'a>>,
+    #[serde(default)]
+    usage: Option<UsageProbe>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct OpenAiChoice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<OpenAiDelta<'a>>,
+    #[serde(default, borrow)]
+    text: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct OpenAiDelta<'a> {
+    #[serde(default, borrow)]
+    content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    tool_calls: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct AnthropicEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    message: Option<AnthropicMessage>,
+    #[serde(default)]
+    usage: Option<UsageProbe>,
+    #[serde(default)]
+    delta: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct AnthropicMessage {
+    #[serde(default)]
+    usage: Option<UsageProbe>,
+}
+
+/// What the tap decided about one event.
+enum Verdict {
+    Forward { content: bool },
+    Hide,
+}
+
+impl SseTap {
+    pub fn new(flavor: Flavor, hide_usage: bool) -> Self {
+        Self {
+            flavor,
+            hide_usage,
+            pending: BytesMut::new(),
+            stats: TapStats::default(),
+        }
+    }
+
+    pub fn feed(&mut self, chunk: Bytes) -> Fed {
+        let data = if self.pending.is_empty() {
+            chunk
+        } else {
+            self.pending.extend_from_slice(&chunk);
+            self.pending.split().freeze()
+        };
+        let mut fed = Fed::default();
+        let mut pos = 0;
+        // Ranges of `data` to forward; contiguous unless an event is hidden.
+        let mut keep: Vec<(usize, usize)> = Vec::new();
+        while let Some(len) = event_end(&data[pos..]) {
+            let end = pos + len;
+            self.stats.events_in += 1;
+            match self.observe(&data[pos..end]) {
+                Verdict::Forward { content } => {
+                    fed.content |= content;
+                    self.stats.events_out += 1;
+                    match keep.last_mut() {
+                        Some((_, last_end)) if *last_end == pos => *last_end = end,
+                        _ => keep.push((pos, end)),
+                    }
+                }
+                Verdict::Hide => {}
+            }
+            pos = end;
+        }
+        if pos < data.len() {
+            self.pending.extend_from_slice(&data[pos..]);
+        }
+        fed.out = match keep.as_slice() {
+            [] => None,
+            [(start, end)] => Some(data.slice(*start..*end)),
+            ranges => {
+                let mut out = BytesMut::with_capacity(ranges.iter().map(|(s, e)| e - s).sum());
+                for (start, end) in ranges {
+                    out.extend_from_slice(&data[*start..*end]);
+                }
+                Some(out.freeze())
+            }
+        };
+        fed
+    }
+
+    /// Bytes of an unfinished event left when the upstream ended; passed through as they are.
+    pub fn take_partial(&mut self) -> Option<Bytes> {
+        (!self.pending.is_empty()).then(|| self.pending.split().freeze())
+    }
+
+    fn observe(&mut self, raw: &[u8]) -> Verdict {
+        let event = parse_event(raw);
+        let Some(data) = event.data else {
+            return Verdict::Forward { content: false };
+        };
+        match self.flavor {
+            Flavor::OpenAi => self.observe_openai(&data),
+            Flavor::Anthropic => self.observe_anthropic(&data),
+        }
+    }
+
+    fn observe_openai(&mut self, data: &[u8]) -> Verdict {
+        if data == b"[DONE]" {
+            self.stats.terminated = true;
+            return Verdict::Forward { content: false };
+        }
+        let Ok(chunk) = serde_json::from_slice::<OpenAiChunk<'_>>(data) else {
+            // Not ours to judge: pass it on unchanged.
+            return Verdict::Forward { content: false };
+        };
+        if chunk.error.is_some() {
+            self.stats.upstream_error = true;
+            return Verdict::Forward { content: false };
+        }
+        let content = chunk.choices.iter().any(|c| {
+            c.text.as_deref().is_some_and(|t| !t.is_empty())
+                || c.delta.as_ref().is_some_and(|d| {
+                    d.content.as_deref().is_some_and(|t| !t.is_empty())
+                        || d.reasoning_content
+                            .as_deref()
+                            .is_some_and(|t| !t.is_empty())
+                        || d.tool_calls.is_some()
+                })
+        });
+        if content {
+            self.stats.content_events += 1;
+        }
+        if let Some(probe) = chunk.usage.filter(|u| !u.is_empty()) {
+            probe.merge_into(self.stats.usage.get_or_insert_with(TokenUsage::default));
+            if self.hide_usage && chunk.choices.is_empty() {
+                return Verdict::Hide;
+            }
+        }
+        Verdict::Forward { content }
+    }
+
+    fn observe_anthropic(&mut self, data: &[u8]) -> Verdict {
+        let Ok(event) = serde_json::from_slice::<AnthropicEvent<'_>>(data) else {
+            return Verdict::Forward { content: false };
+        };
+        let mut content = false;
+        match event.kind.as_ref() {
+            "message_start" => {
+                if let Some(probe) = event.message.and_then(|m| m.usage) {
+                    probe.merge_into(self.stats.usage.get_or_insert_with(TokenUsage::default));
+                }
+            }
+            "content_block_delta" => {
+                content = event.delta.is_some();
+            }
+            "message_delta" => {
+                if let Some(probe) = event.usage {
+                    // Cumulative: the last one wins.
+                    probe.merge_into(self.stats.usage.get_or_insert_with(TokenUsage::default));
+                }
+            }
+            "message_stop" => self.stats.terminated = true,
+            "error" => self.stats.upstream_error = true,
+            _ => {}
+        }
+        if content {
+            self.stats.content_events += 1;
+        }
+        Verdict::Forward { content }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(content: &str) -> String {
+        format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{content}\"}}}}],\"usage\":null}}\n\n")
+    }
+
+    const USAGE: &str =
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n";
+
+    #[test]
+    fn openai_stream_counts_and_hides_the_usage_chunk() {
+        let mut tap = SseTap::new(Flavor::OpenAi, true);
+        let first = tap.feed(Bytes::from(chunk("a")));
+        assert!(first.content);
+        assert_eq!(first.out.unwrap(), chunk("a"));
+        let rest = format!("{}{USAGE}data: [DONE]\n\n", chunk("b"));
+        let fed = tap.feed(Bytes::from(rest));
+        assert_eq!(
+            String::from_utf8(fed.out.unwrap().to_vec()).unwrap(),
+            format!("{}data: [DONE]\n\n", chunk("b"))
+        );
+        assert_eq!(tap.stats.content_events, 2);
+        assert_eq!(
+            tap.stats.usage,
+            Some(TokenUsage {
+                prompt: 5,
+                completion: 2,
+                cached: 0
+            })
+        );
+        assert!(tap.stats.terminated);
+        assert_eq!((tap.stats.events_in, tap.stats.events_out), (4, 3));
+    }
+
+    #[test]
+    fn usage_chunk_passes_when_the_client_asked() {
+        let mut tap = SseTap::new(Flavor::OpenAi, false);
+        assert_eq!(tap.feed(Bytes::from(USAGE)).out.unwrap(), USAGE);
+    }
+
+    #[test]
+    fn split_events_wait_for_their_end_and_are_not_coalesced() {
+        let mut tap = SseTap::new(Flavor::OpenAi, false);
+        let whole = chunk("xyz");
+        let (a, b) = whole.split_at(10);
+        let fed = tap.feed(Bytes::from(a.to_string()));
+        assert!(fed.out.is_none());
+        let fed = tap.feed(Bytes::from(b.to_string()));
+        assert_eq!(fed.out.unwrap(), whole);
+        tap.feed(Bytes::from("data: partial"));
+        assert_eq!(tap.take_partial().unwrap(), "data: partial");
+        assert!(!tap.stats.terminated);
+    }
+
+    #[test]
+    fn anthropic_usage_is_cumulative_and_stop_terminates() {
+        let mut tap = SseTap::new(Flavor::Anthropic, false);
+        let stream = concat!(
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n",
+            "event: ping\ndata: {\"type\":\"ping\"}\n\n",
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":3}}\n\n",
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":4}}\n\n",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        );
+        let fed = tap.feed(Bytes::from(stream));
+        assert_eq!(fed.out.unwrap(), stream);
+        assert_eq!(
+            tap.stats.usage,
+            Some(TokenUsage {
+                prompt: 9,
+                completion: 4,
+                cached: 0
+            })
+        );
+        assert_eq!(tap.stats.content_events, 1);
+        assert!(tap.stats.terminated);
+    }
+
+    #[test]
+    fn error_events_are_noticed() {
+        let mut tap = SseTap::new(Flavor::OpenAi, false);
+        tap.feed(Bytes::from("data: {\"error\":{\"message\":\"boom\"}}\n\n"));
+        assert!(tap.stats.upstream_error);
+    }
+}

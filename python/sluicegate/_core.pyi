@@ -1,0 +1,57 @@
+"""Typed surface of the Rust extension (proxy_core/src/py.rs). Keep in step with it."""
+
+__version__: str
+
+class SluicegateError(Exception):
+    """Base class of every error the core raises."""
+
+class ConfigError(SluicegateError):
+    """A config snapshot was refused; the previous one stays in force."""
+
+class StartError(SluicegateError):
+    """A server could not start (address in use, bad address)."""
+
+class StateError(SluicegateError):
+    """The call does not fit the object's state (already running)."""
+
+class UsageError(SluicegateError):
+    """Command-line arguments were refused, or help was asked for: args are (message, exit_code)."""
+
+class Core:
+    """The data plane: a relay on its own tokio runtime, configured by whole snapshots."""
+
+    def __init__(
+        self,
+        *,
+        workers: int = 0,
+        max_body_bytes: int = 33554432,
+        header_read_timeout_ms: int = 5000,
+        max_connections: int = 25000,
+        h2_max_concurrent_streams: int = 100,
+        usage_backlog_limit: int = 200000,
+    ) -> None: ...
+    def start(self, listen_addr: str) -> str: ...
+    def stop(self, grace_seconds: float = 30.0) -> None: ...
+    def apply_config(self, version: int, payload: str) -> int: ...
+    def metrics_snapshot(self) -> str: ...
+    def drain_usage(self, max: int = 1000, timeout_ms: int = 0) -> str: ...
+    @property
+    def running(self) -> bool: ...
+    @property
+    def address(self) -> str | None: ...
+    @property
+    def config_version(self) -> int | None: ...
+
+class Simulator:
+    """The simulated upstream, started on construction."""
+
+    def __init__(self, args: list[str]) -> None: ...
+    @property
+    def address(self) -> str: ...
+    def stop(self, grace_seconds: float = 5.0) -> None: ...
+
+def generate_api_key() -> str: ...
+def hash_api_key(pepper: str, key: str) -> str: ...
+def is_well_formed_api_key(key: str) -> bool: ...
+def api_key_prefix(key: str) -> str: ...
+def init_logging(level: str = "info", json: bool = False) -> None: ...

@@ -1,0 +1,108 @@
+"""The Core object: start, stop, restart, config ACK/NACK, typed errors, no leaked threads."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import httpx
+import pytest
+from sluicegate import _core
+
+from tests.support.gateway import ConfigBuilder, member
+
+
+def thread_count() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def minimal_config(address: str = "127.0.0.1:9") -> ConfigBuilder:
+    cfg = ConfigBuilder().tenant("t")
+    cfg.pool("p", [member("m", address)]).route("alias", ("p", "up"))
+    return cfg
+
+
+def test_start_stop_restart_leaks_no_threads() -> None:
+    core = _core.Core(workers=2)
+    core.apply_config(1, minimal_config().payload())
+    baseline = thread_count()
+    for _ in range(3):
+        address = core.start("127.0.0.1:0")
+        assert core.running and core.address == address
+        assert httpx.get(f"http://{address}/v1/models").status_code == 401
+        assert thread_count() > baseline
+        core.stop(0.5)
+        assert not core.running and core.address is None
+    deadline = time.monotonic() + 5
+    while thread_count() > baseline and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert thread_count() == baseline
+    core.stop(0.1)  # stopping a stopped core is a no-op
+
+
+def test_double_start_and_bad_addresses_raise_typed_errors() -> None:
+    core = _core.Core(workers=1)
+    address = core.start("127.0.0.1:0")
+    try:
+        with pytest.raises(_core.StateError):
+            core.start("127.0.0.1:0")
+        other = _core.Core(workers=1)
+        with pytest.raises(_core.StartError, match="could not listen"):
+            other.start(address)
+        with pytest.raises(_core.StartError, match="invalid listen address"):
+            other.start("not an address")
+    finally:
+        core.stop(0.1)
+    assert issubclass(_core.ConfigError, _core.SluicegateError)
+
+
+def test_config_ack_nack_names_the_field_and_keeps_the_old_snapshot() -> None:
+    core = _core.Core(workers=1)
+    assert core.config_version is None
+    assert core.apply_config(3, minimal_config().payload()) == 3
+    bad = json.loads(minimal_config().payload())
+    bad["pools"][0]["members"][0]["base_url"] = "ftp://nowhere"
+    with pytest.raises(_core.ConfigError, match=r"pools\[0\]\.members\[0\]\.base_url"):
+        core.apply_config(4, json.dumps(bad))
+    typo = json.loads(minimal_config().payload())
+    typo["routes"][0]["chian"] = []
+    with pytest.raises(_core.ConfigError, match="chian"):
+        core.apply_config(4, json.dumps(typo))
+    unknown_pool = json.loads(minimal_config().payload())
+    unknown_pool["routes"][0]["chain"][0]["pool"] = "nope"
+    with pytest.raises(_core.ConfigError, match=r"routes\[0\]\.chain\[0\]\.pool"):
+        core.apply_config(4, json.dumps(unknown_pool))
+    with pytest.raises(_core.ConfigError, match="older"):
+        core.apply_config(2, minimal_config().payload())
+    with pytest.raises(_core.ConfigError):
+        core.apply_config(4, "{not json")
+    assert core.config_version == 3
+    metrics = {f["name"]: f for f in json.loads(core.metrics_snapshot())["families"]}
+    assert metrics["sluicegate_config_rejected_total"]["samples"][0]["value"] == 5
+    assert metrics["sluicegate_config_version"]["samples"][0]["value"] == 3
+
+
+def test_requests_before_any_config_get_503() -> None:
+    core = _core.Core(workers=1)
+    address = core.start("127.0.0.1:0")
+    try:
+        r = httpx.post(f"http://{address}/v1/chat/completions", json={"model": "m"})
+        assert r.status_code == 503
+        assert r.json()["error"]["code"] == "not_configured"
+    finally:
+        core.stop(0.1)
+
+
+def test_api_key_helpers_agree_with_the_core() -> None:
+    key = _core.generate_api_key()
+    assert _core.is_well_formed_api_key(key)
+    assert not _core.is_well_formed_api_key(key[:-1] + ("A" if key[-1] != "A" else "B"))
+    assert _core.api_key_prefix(key) == key[:12]
+    import hashlib
+    import hmac
+
+    assert (
+        _core.hash_api_key("pepper", key)
+        == hmac.new(b"pepper", key.encode(), hashlib.sha256).hexdigest()
+    )

@@ -1,0 +1,210 @@
+"""Every bad input gets its documented status and an OpenAI-format error, and never reaches
+the upstream (the simulator's record stays empty)."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import httpx
+import pytest
+
+from tests.core.conftest import Relay
+
+CHAT = "/v1/chat/completions"
+
+
+def assert_openai_error(
+    r: httpx.Response, status: int, code: str | None = None
+) -> dict[str, object]:
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    if code:
+        assert err["code"] == code
+    assert r.headers["x-request-id"]
+    return err
+
+
+def assert_nothing_reached_upstream(relay: Relay) -> None:
+    time.sleep(0.2)
+    assert not relay.record.exists() or relay.record.read_text() == ""
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        (b"{not json", None),
+        (b"[1, 2]", None),
+        (b"", None),
+        (b'{"model": 5}', "model"),
+        (b'{"messages": []}', "model"),
+        (b'{"model": "gpt-test", "stream": "yes"}', "stream"),
+        (b'{"model": "gpt-test", "max_tokens": "10"}', "max_tokens"),
+        (b'{"model": "gpt-test", "messages": "hello"}', "messages"),
+        (b'{"model": "gpt-test", "model": "gpt-test"}', "model"),
+        (b'{"model": "gpt-test", "base_url": "http://attacker"}', "base_url"),
+        (b'{"model": "gpt-test", "api_base": "http://attacker"}', "api_base"),
+        (b'{"model": "gpt-\xff\xfe"}', None),
+        (b'{"model": "gpt-test", "messages": [{"content": "\\ud800"}]}', None),
+    ],
+)
+def test_malformed_bodies_are_400(relay: Relay, body: bytes, param: str | None) -> None:
+    r = httpx.post(
+        relay.url + CHAT,
+        headers={**relay.key.headers, "content-type": "application/json"},
+        content=body,
+    )
+    err = assert_openai_error(r, 400)
+    assert err["type"] == "invalid_request_error"
+    if param:
+        assert err["param"] == param
+    assert_nothing_reached_upstream(relay)
+
+
+def test_unknown_model_is_404_and_unknown_path_is_404(relay: Relay) -> None:
+    assert_openai_error(
+        httpx.post(relay.url + CHAT, headers=relay.key.headers, json={"model": "nope"}),
+        404,
+        "model_not_found",
+    )
+    assert_openai_error(
+        httpx.post(relay.url + "/v1/other", headers=relay.key.headers, json={}), 404, "unknown_url"
+    )
+    assert_openai_error(
+        httpx.get(relay.url + CHAT, headers=relay.key.headers), 405, "method_not_allowed"
+    )
+    assert_nothing_reached_upstream(relay)
+
+
+def test_body_over_the_cap_with_and_without_content_length(relay_factory) -> None:
+    relay = relay_factory("--ttft-ms", "1", max_body_bytes=1024)
+    big = b'{"model": "gpt-test", "pad": "' + b"x" * 4000 + b'"}'
+    assert_openai_error(
+        httpx.post(relay.url + CHAT, headers=relay.key.headers, content=big),
+        413,
+        "request_too_large",
+    )
+
+    def chunks():
+        for i in range(0, len(big), 500):
+            yield big[i : i + 500]
+
+    assert_openai_error(
+        httpx.post(relay.url + CHAT, headers=relay.key.headers, content=chunks()),
+        413,
+        "request_too_large",
+    )
+    assert_nothing_reached_upstream(relay)
+
+
+@pytest.mark.parametrize(
+    ("headers", "code"),
+    [
+        ({}, "missing_api_key"),
+        ({"authorization": "Bearer"}, "missing_api_key"),
+        ({"authorization": "Basic abc"}, "invalid_api_key"),
+        ({"x-api-key": ""}, "missing_api_key"),
+        ({"authorization": "Bearer sk-sg-short"}, "invalid_api_key"),
+    ],
+)
+def test_missing_and_malformed_auth(relay: Relay, headers: dict[str, str], code: str) -> None:
+    r = httpx.post(relay.url + CHAT, headers=headers, json={"model": "gpt-test"})
+    assert_openai_error(r, 401, code)
+    assert_nothing_reached_upstream(relay)
+
+
+def test_duplicate_or_conflicting_auth_headers(relay: Relay) -> None:
+    other = relay.config.key("k2", "t1")
+    relay.gateway.apply(relay.config)
+    dup = [
+        ("authorization", f"Bearer {relay.key.secret}"),
+        ("authorization", f"Bearer {other.secret}"),
+    ]
+    assert_openai_error(httpx.post(relay.url + CHAT, headers=dup, json={"model": "gpt-test"}), 401)
+    both = {"authorization": f"Bearer {relay.key.secret}", "x-api-key": other.secret}
+    assert_openai_error(httpx.post(relay.url + CHAT, headers=both, json={"model": "gpt-test"}), 401)
+    assert_nothing_reached_upstream(relay)
+
+
+def test_unknown_revoked_and_expired_keys_get_one_identical_401(relay: Relay) -> None:
+    revoked = relay.config.key("k-revoked", "t1", status="revoked")
+    expired = relay.config.key("k-expired", "t1", expires_at=time.time() - 1)
+    relay.config.tenant("t-off", status="disabled")
+    tenant_off = relay.config.key("k-tenant-off", "t-off")
+    relay.gateway.apply(relay.config)
+    from sluicegate import _core
+
+    unknown = _core.generate_api_key()
+    bodies = set()
+    for secret in [unknown, revoked.secret, expired.secret, tenant_off.secret]:
+        r = httpx.post(
+            relay.url + CHAT,
+            headers={"authorization": f"Bearer {secret}"},
+            json={"model": "gpt-test"},
+        )
+        assert r.status_code == 401
+        bodies.add(r.content)
+    assert len(bodies) == 1
+    assert_nothing_reached_upstream(relay)
+
+
+def raw_exchange(address: str, payload: bytes, wait: float = 2.0) -> bytes:
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=wait) as s:
+        s.sendall(payload)
+        chunks = []
+        try:
+            while True:
+                data = s.recv(65536)
+                if not data:
+                    break
+                chunks.append(data)
+        except TimeoutError:
+            pass
+        return b"".join(chunks)
+
+
+def test_smuggling_shapes_never_desynchronise_the_connection(relay: Relay) -> None:
+    """Content-Length with Transfer-Encoding: the body is read as chunked (RFC 9112 6.3), the
+    Content-Length is ignored and the connection is closed after the answer, so bytes smuggled
+    after the chunked body are never read as a second request. Conflicting Content-Lengths are
+    refused with 400 before any handler runs."""
+    auth = f"Authorization: Bearer {relay.key.secret}\r\n".encode()
+    body = b'{"model":"nope"}'
+    smuggled = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + auth + b"\r\n"
+    cl_te = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+        + auth
+        + b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + hex(len(body))[2:].encode()
+        + b"\r\n"
+        + body
+        + b"\r\n0\r\n\r\n"
+        + smuggled
+    )
+    answer = raw_exchange(relay.gateway.address, cl_te)
+    assert answer.count(b"HTTP/1.1 ") == 1, answer
+    assert answer.startswith(b"HTTP/1.1 404")
+    assert b"connection: close" in answer.lower()
+    dup_cl = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+        + auth
+        + b"Content-Length: 20\r\nContent-Length: 21\r\n\r\n"
+        + body
+    )
+    answer = raw_exchange(relay.gateway.address, dup_cl)
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    assert_nothing_reached_upstream(relay)
+
+
+def test_slow_headers_are_cut_off(relay_factory) -> None:
+    relay = relay_factory("--ttft-ms", "1", header_read_timeout_ms=300)
+    host, port = relay.gateway.address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        start = time.monotonic()
+        data = s.recv(65536)  # the gateway answers 408 or closes; it never waits forever
+        assert time.monotonic() - start < 2.0
+        assert data == b"" or data.startswith(b"HTTP/1.1 408")
+    assert_nothing_reached_upstream(relay)

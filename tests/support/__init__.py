@@ -1,0 +1,1 @@
+"""Helpers shared by the test suites: real processes on loopback, config builders, SSE parsing."""
