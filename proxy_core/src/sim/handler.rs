@@ -16,7 +16,7 @@ use super::fault::{FaultSet, FaultSpec};
 use super::record::RecordLine;
 use super::stream::{step, StreamState};
 use super::timing::Timing;
-use super::wire::{embeddings_body, error_body, whole_body, StreamWire};
+use super::wire::{embeddings_body, error_body, Answer, StreamWire};
 use crate::clock::unix_now;
 use crate::dist::Dist;
 use crate::endpoint::Endpoint;
@@ -337,16 +337,17 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         None => None,
     };
     tokio::time::sleep(timing.whole(prompt_tokens, tokens)).await;
-    let mut body = whole_body(
+    let answer = Answer {
         endpoint,
-        &id,
-        &model,
+        id: &id,
+        model: &model,
         created,
         prompt_tokens,
-        tokens,
+        completion_tokens: tokens,
         finish,
-        !faults.no_usage,
-    );
+        with_usage: !faults.no_usage,
+    };
+    let mut body = answer.body();
     if parts.headers.contains_key("x-sim-echo") {
         body = with_echo(&body, &parts.headers, &bytes);
     }

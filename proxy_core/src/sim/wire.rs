@@ -182,44 +182,50 @@ impl StreamWire {
     }
 }
 
-/// A whole (non-streaming) response body.
-pub fn whole_body(
-    endpoint: Endpoint,
-    id: &str,
-    model: &str,
-    created: u64,
-    prompt: u64,
-    completion: u32,
-    finish: &str,
-    with_usage: bool,
-) -> Vec<u8> {
-    let text = completion_text(completion);
-    let total = prompt + u64::from(completion);
-    let mut body = match endpoint {
-        Endpoint::Messages => json!({
-            "id": id, "type": "message", "role": "assistant", "model": model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": if finish == "length" { "max_tokens" } else { "end_turn" },
-            "stop_sequence": null,
-            "usage": {"input_tokens": prompt, "output_tokens": completion},
-        }),
-        Endpoint::Completions => json!({
-            "id": id, "object": "text_completion", "created": created, "model": model,
-            "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total},
-        }),
-        _ => json!({
-            "id": id, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total},
-        }),
-    };
-    if !with_usage {
-        if let Some(map) = body.as_object_mut() {
-            map.remove("usage");
+/// A whole (non-streaming) answer.
+pub struct Answer<'a> {
+    pub endpoint: Endpoint,
+    pub id: &'a str,
+    pub model: &'a str,
+    pub created: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u32,
+    pub finish: &'a str,
+    pub with_usage: bool,
+}
+
+impl Answer<'_> {
+    pub fn body(&self) -> Vec<u8> {
+        let (id, model, created, finish) = (self.id, self.model, self.created, self.finish);
+        let (prompt, completion) = (self.prompt_tokens, self.completion_tokens);
+        let text = completion_text(completion);
+        let total = prompt + u64::from(completion);
+        let mut body = match self.endpoint {
+            Endpoint::Messages => json!({
+                "id": id, "type": "message", "role": "assistant", "model": model,
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": if finish == "length" { "max_tokens" } else { "end_turn" },
+                "stop_sequence": null,
+                "usage": {"input_tokens": prompt, "output_tokens": completion},
+            }),
+            Endpoint::Completions => json!({
+                "id": id, "object": "text_completion", "created": created, "model": model,
+                "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": finish}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total},
+            }),
+            _ => json!({
+                "id": id, "object": "chat.completion", "created": created, "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total},
+            }),
+        };
+        if !self.with_usage {
+            if let Some(map) = body.as_object_mut() {
+                map.remove("usage");
+            }
         }
+        serde_json::to_vec(&body).unwrap_or_default()
     }
-    serde_json::to_vec(&body).unwrap_or_default()
 }
 
 pub fn embeddings_body(model: &str, inputs: usize, dims: usize, prompt: u64, seed: u64) -> Vec<u8> {
