@@ -10,6 +10,7 @@ pub mod core;
 pub mod dist;
 pub mod endpoint;
 pub mod error;
+pub mod loadgen;
 pub mod metrics;
 pub mod proxy;
 pub mod routing;

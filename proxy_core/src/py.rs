@@ -1,7 +1,8 @@
 //! The PyO3 shim: types that cross to Python and nothing else. Every blocking call releases the
 //! GIL (`Python::detach`); the data plane's threads never take it.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use pyo3::create_exception;
@@ -10,6 +11,7 @@ use pyo3::prelude::*;
 
 use crate::auth;
 use crate::core::{Core, CoreError, CoreOptions};
+use crate::loadgen::{self, BenchArgs};
 use crate::proxy::ServerSettings;
 use crate::server::ConnSettings;
 use crate::sim::{SimArgs, Simulator};
@@ -211,6 +213,53 @@ impl PySimulator {
     }
 }
 
+/// Run `sluicegate bench` with these arguments; returns (JSON report, table). Ctrl-C stops the
+/// run early (the KeyboardInterrupt propagates after the generator has stopped).
+#[pyfunction]
+fn run_bench(py: Python<'_>, args: Vec<String>) -> PyResult<(String, String)> {
+    let parsed = BenchArgs::parse_from_args(&args).map_err(usage_error)?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let flag = cancel.clone();
+    std::thread::Builder::new()
+        .name("sluicegate-bench".into())
+        .spawn(move || {
+            let _ = tx.send(loadgen::run(parsed, flag));
+        })
+        .map_err(|e| {
+            SluicegateError::new_err(format!("could not start the load generator: {e}"))
+        })?;
+    // `Receiver` is not `Sync`; the mutex lets the detached closure borrow it.
+    let rx = Mutex::new(rx);
+    let wait = |timeout: Duration| {
+        rx.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .recv_timeout(timeout)
+    };
+    loop {
+        match py.detach(|| wait(Duration::from_millis(100))) {
+            Ok(Ok(report)) => {
+                let json = serde_json::to_string(&report)
+                    .map_err(|e| SluicegateError::new_err(e.to_string()))?;
+                return Ok((json, report.table()));
+            }
+            Ok(Err(message)) => return Err(UsageError::new_err((message, 2))),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(interrupt) = py.check_signals() {
+                    cancel.store(true, Ordering::Relaxed);
+                    let _ = py.detach(|| wait(Duration::from_secs(120)));
+                    return Err(interrupt);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(SluicegateError::new_err(
+                    "the load generator stopped unexpectedly",
+                ))
+            }
+        }
+    }
+}
+
 /// A new tenant API key (shown once; store only its hash).
 #[pyfunction]
 fn generate_api_key() -> PyResult<String> {
@@ -260,6 +309,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<PyCore>()?;
     m.add_class::<PySimulator>()?;
+    m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(generate_api_key, m)?)?;
     m.add_function(wrap_pyfunction!(hash_api_key, m)?)?;
     m.add_function(wrap_pyfunction!(is_well_formed_api_key, m)?)?;

@@ -34,6 +34,7 @@ def _usage_exit(error: BaseException) -> int:
 def cmd_sim(args: Sequence[str]) -> int:
     from sluicegate._core import Simulator, StartError, UsageError
 
+    raise_fd_limit()
     try:
         sim = Simulator(list(args))
     except UsageError as e:
@@ -49,9 +50,34 @@ def cmd_sim(args: Sequence[str]) -> int:
     return 0
 
 
+def cmd_bench(args: Sequence[str]) -> int:
+    from sluicegate._core import UsageError, run_bench
+
+    raise_fd_limit()
+    try:
+        _report, table = run_bench(list(args))
+    except UsageError as e:
+        return _usage_exit(e)
+    except KeyboardInterrupt:
+        print("sluicegate bench: interrupted", file=sys.stderr)
+        return 130
+    print(table, end="")
+    return 0
+
+
+def raise_fd_limit() -> None:
+    """Thousands of concurrent streams need as many sockets: lift the soft limit to the hard."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 # Commands whose options are parsed by the Rust core (clap), passed through untouched.
 RUST_COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "sim": (cmd_sim, "run a simulated OpenAI/Anthropic model server (see `sluicegate sim --help`)"),
+    "bench": (cmd_bench, "run the load generator against a server (see `sluicegate bench --help`)"),
 }
 
 
