@@ -153,6 +153,9 @@ impl Core {
 
     pub fn metrics_json(&self) -> String {
         let mut families = metrics::render(&self.shared.metrics);
+        if let Some(snapshot) = self.shared.config.load_full() {
+            families.extend(metrics::pool_gauges(&snapshot));
+        }
         families.push(FamilySnapshot::gauge(
             "sluicegate_usage_backlog",
             "Usage events waiting for the drainer.",

@@ -1,6 +1,7 @@
 //! One error type for everything the gateway answers on its own (Pingora's model): each kind says
 //! where the fault came from, which HTTP status and error `type`/`code` the client sees in either
-//! API flavour, and whether another attempt on a different upstream is safe.
+//! API flavour, the finer reason it is counted under, and whether another attempt on a different
+//! upstream is safe.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -18,157 +19,99 @@ pub enum Origin {
     Internal,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    InvalidRequest,
-    MissingApiKey,
-    InvalidApiKey,
-    ModelNotAllowed,
-    ModelNotFound,
-    RouteNotFound,
-    MethodNotAllowed,
-    PayloadTooLarge,
-    RateLimited,
-    InsufficientQuota,
-    Overloaded,
-    NotConfigured,
-    UsageBacklog,
-    ShuttingDown,
-    UpstreamConnect,
-    UpstreamConnectTimeout,
-    UpstreamTimeout,
-    UpstreamProtocol,
-    NoHealthyUpstream,
-    Internal,
+/// Everything the table below says about one kind.
+pub struct KindInfo {
+    pub status: StatusCode,
+    pub origin: Origin,
+    /// OpenAI `error.type`.
+    pub openai_type: &'static str,
+    /// OpenAI `error.code`: the stable machine-readable reason clients branch on.
+    pub code: &'static str,
+    /// Anthropic `error.type`.
+    pub anthropic_type: &'static str,
+    /// The finer reason label of `sluicegate_rejections_total`.
+    pub reason: &'static str,
+}
+
+macro_rules! kinds {
+    ($($kind:ident => ($status:ident, $origin:ident, $openai:literal, $code:literal, $anthropic:literal, $reason:literal);)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum ErrorKind { $($kind,)* }
+
+        impl ErrorKind {
+            pub const ALL: &'static [ErrorKind] = &[$(ErrorKind::$kind,)*];
+
+            pub const fn info(self) -> KindInfo {
+                match self {
+                    $(ErrorKind::$kind => KindInfo {
+                        status: StatusCode::$status,
+                        origin: Origin::$origin,
+                        openai_type: $openai,
+                        code: $code,
+                        anthropic_type: $anthropic,
+                        reason: $reason,
+                    },)*
+                }
+            }
+        }
+    };
+}
+
+kinds! {
+    InvalidRequest => (BAD_REQUEST, Downstream, "invalid_request_error", "invalid_request", "invalid_request_error", "invalid_request");
+    MissingApiKey => (UNAUTHORIZED, Downstream, "authentication_error", "missing_api_key", "authentication_error", "missing_api_key");
+    InvalidApiKey => (UNAUTHORIZED, Downstream, "authentication_error", "invalid_api_key", "authentication_error", "invalid_api_key");
+    ModelNotAllowed => (FORBIDDEN, Downstream, "permission_error", "model_not_allowed", "permission_error", "model_not_allowed");
+    ModelNotFound => (NOT_FOUND, Downstream, "invalid_request_error", "model_not_found", "not_found_error", "model_not_found");
+    RouteNotFound => (NOT_FOUND, Downstream, "invalid_request_error", "unknown_url", "not_found_error", "unknown_url");
+    MethodNotAllowed => (METHOD_NOT_ALLOWED, Downstream, "invalid_request_error", "method_not_allowed", "invalid_request_error", "method_not_allowed");
+    PayloadTooLarge => (PAYLOAD_TOO_LARGE, Downstream, "invalid_request_error", "request_too_large", "request_too_large", "request_too_large");
+    RpmExceeded => (TOO_MANY_REQUESTS, Downstream, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error", "rpm");
+    TpmExceeded => (TOO_MANY_REQUESTS, Downstream, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error", "tpm");
+    ConcurrencyExceeded => (TOO_MANY_REQUESTS, Downstream, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error", "concurrency");
+    InsufficientQuota => (TOO_MANY_REQUESTS, Downstream, "insufficient_quota", "insufficient_quota", "rate_limit_error", "quota");
+    QueueFull => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "overloaded", "overloaded_error", "queue_full");
+    QueueTimeout => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "overloaded", "overloaded_error", "queue_timeout");
+    DeadlineExceeded => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "overloaded", "overloaded_error", "deadline");
+    TenantShareExceeded => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "overloaded", "overloaded_error", "tenant_share");
+    NotConfigured => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "not_configured", "overloaded_error", "not_configured");
+    UsageBacklog => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "usage_backlog", "overloaded_error", "usage_backlog");
+    ShuttingDown => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "shutting_down", "overloaded_error", "shutting_down");
+    UpstreamConnect => (BAD_GATEWAY, Upstream, "upstream_error", "upstream_connect_error", "api_error", "upstream_connect");
+    UpstreamConnectTimeout => (GATEWAY_TIMEOUT, Upstream, "upstream_timeout", "upstream_connect_timeout", "api_error", "upstream_connect_timeout");
+    UpstreamTimeout => (GATEWAY_TIMEOUT, Upstream, "upstream_timeout", "upstream_timeout", "api_error", "upstream_timeout");
+    UpstreamProtocol => (BAD_GATEWAY, Upstream, "upstream_error", "upstream_protocol_error", "api_error", "upstream_protocol");
+    NoHealthyUpstream => (SERVICE_UNAVAILABLE, Upstream, "upstream_error", "no_healthy_upstream", "overloaded_error", "no_healthy_upstream");
+    Internal => (INTERNAL_SERVER_ERROR, Internal, "server_error", "internal_error", "api_error", "internal");
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 20] = [
-        ErrorKind::InvalidRequest,
-        ErrorKind::MissingApiKey,
-        ErrorKind::InvalidApiKey,
-        ErrorKind::ModelNotAllowed,
-        ErrorKind::ModelNotFound,
-        ErrorKind::RouteNotFound,
-        ErrorKind::MethodNotAllowed,
-        ErrorKind::PayloadTooLarge,
-        ErrorKind::RateLimited,
-        ErrorKind::InsufficientQuota,
-        ErrorKind::Overloaded,
-        ErrorKind::NotConfigured,
-        ErrorKind::UsageBacklog,
-        ErrorKind::ShuttingDown,
-        ErrorKind::UpstreamConnect,
-        ErrorKind::UpstreamConnectTimeout,
-        ErrorKind::UpstreamTimeout,
-        ErrorKind::UpstreamProtocol,
-        ErrorKind::NoHealthyUpstream,
-        ErrorKind::Internal,
-    ];
-
     pub fn index(self) -> usize {
         self as usize
     }
 
     pub fn status(self) -> StatusCode {
-        use ErrorKind::*;
-        match self {
-            InvalidRequest => StatusCode::BAD_REQUEST,
-            MissingApiKey | InvalidApiKey => StatusCode::UNAUTHORIZED,
-            ModelNotAllowed => StatusCode::FORBIDDEN,
-            ModelNotFound | RouteNotFound => StatusCode::NOT_FOUND,
-            MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            RateLimited | InsufficientQuota => StatusCode::TOO_MANY_REQUESTS,
-            Overloaded | NotConfigured | UsageBacklog | ShuttingDown | NoHealthyUpstream => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            UpstreamConnect | UpstreamProtocol => StatusCode::BAD_GATEWAY,
-            UpstreamTimeout | UpstreamConnectTimeout => StatusCode::GATEWAY_TIMEOUT,
-            Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        }
+        self.info().status
     }
 
     pub fn origin(self) -> Origin {
-        use ErrorKind::*;
-        match self {
-            InvalidRequest | MissingApiKey | InvalidApiKey | ModelNotAllowed | ModelNotFound
-            | RouteNotFound | MethodNotAllowed | PayloadTooLarge | RateLimited
-            | InsufficientQuota => Origin::Downstream,
-            UpstreamConnect
-            | UpstreamConnectTimeout
-            | UpstreamTimeout
-            | UpstreamProtocol
-            | NoHealthyUpstream => Origin::Upstream,
-            Overloaded | NotConfigured | UsageBacklog | ShuttingDown | Internal => Origin::Internal,
-        }
+        self.info().origin
     }
 
-    /// The OpenAI `error.type` field.
     pub fn openai_type(self) -> &'static str {
-        use ErrorKind::*;
-        match self {
-            InvalidRequest | ModelNotFound | RouteNotFound | MethodNotAllowed | PayloadTooLarge => {
-                "invalid_request_error"
-            }
-            MissingApiKey | InvalidApiKey => "authentication_error",
-            ModelNotAllowed => "permission_error",
-            RateLimited => "rate_limit_error",
-            InsufficientQuota => "insufficient_quota",
-            Overloaded | NotConfigured | UsageBacklog | ShuttingDown => "overloaded_error",
-            UpstreamConnect | UpstreamProtocol | NoHealthyUpstream => "upstream_error",
-            UpstreamTimeout | UpstreamConnectTimeout => "upstream_timeout",
-            Internal => "server_error",
-        }
+        self.info().openai_type
     }
 
-    /// The OpenAI `error.code` field: a stable machine-readable reason.
     pub fn code(self) -> &'static str {
-        use ErrorKind::*;
-        match self {
-            InvalidRequest => "invalid_request",
-            MissingApiKey => "missing_api_key",
-            InvalidApiKey => "invalid_api_key",
-            ModelNotAllowed => "model_not_allowed",
-            ModelNotFound => "model_not_found",
-            RouteNotFound => "unknown_url",
-            MethodNotAllowed => "method_not_allowed",
-            PayloadTooLarge => "request_too_large",
-            RateLimited => "rate_limit_exceeded",
-            InsufficientQuota => "insufficient_quota",
-            Overloaded => "overloaded",
-            NotConfigured => "not_configured",
-            UsageBacklog => "usage_backlog",
-            ShuttingDown => "shutting_down",
-            UpstreamConnect => "upstream_connect_error",
-            UpstreamConnectTimeout => "upstream_connect_timeout",
-            UpstreamTimeout => "upstream_timeout",
-            UpstreamProtocol => "upstream_protocol_error",
-            NoHealthyUpstream => "no_healthy_upstream",
-            Internal => "internal_error",
-        }
+        self.info().code
     }
 
-    /// The Anthropic `error.type` field.
     pub fn anthropic_type(self) -> &'static str {
-        use ErrorKind::*;
-        match self {
-            InvalidRequest | ModelNotFound | RouteNotFound | MethodNotAllowed => {
-                "invalid_request_error"
-            }
-            MissingApiKey | InvalidApiKey => "authentication_error",
-            ModelNotAllowed => "permission_error",
-            PayloadTooLarge => "request_too_large",
-            RateLimited | InsufficientQuota => "rate_limit_error",
-            Overloaded | NotConfigured | UsageBacklog | ShuttingDown | NoHealthyUpstream => {
-                "overloaded_error"
-            }
-            UpstreamConnect
-            | UpstreamConnectTimeout
-            | UpstreamProtocol
-            | UpstreamTimeout
-            | Internal => "api_error",
-        }
+        self.info().anthropic_type
+    }
+
+    pub fn reason(self) -> &'static str {
+        self.info().reason
     }
 
     /// Whether a failed attempt of this kind may be retried on another upstream. Only faults that
@@ -203,7 +146,9 @@ pub struct GatewayError {
     pub param: Option<Cow<'static, str>>,
     pub retry_after: Option<Duration>,
     pub rate_limit: Option<Box<RateLimitInfo>>,
-    /// Ask the connection to close after this answer (request smuggling shapes).
+    /// Retrying the same request cannot succeed (`x-should-retry: false`).
+    pub no_retry: bool,
+    /// Ask the connection to close after this answer.
     pub close_connection: bool,
 }
 
@@ -215,6 +160,7 @@ impl GatewayError {
             param: None,
             retry_after: None,
             rate_limit: None,
+            no_retry: kind == ErrorKind::InsufficientQuota,
             close_connection: false,
         }
     }
@@ -245,5 +191,30 @@ impl GatewayError {
 
     pub fn status(&self) -> StatusCode {
         self.kind.status()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_map_to_the_documented_answers() {
+        assert_eq!(
+            ErrorKind::TpmExceeded.status(),
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!(ErrorKind::TpmExceeded.code(), "rate_limit_exceeded");
+        assert_eq!(ErrorKind::TpmExceeded.reason(), "tpm");
+        assert_eq!(ErrorKind::QueueFull.code(), "overloaded");
+        assert_eq!(ErrorKind::UpstreamTimeout.origin(), Origin::Upstream);
+        assert!(GatewayError::new(ErrorKind::InsufficientQuota, "x").no_retry);
+        let reasons: std::collections::HashSet<_> =
+            ErrorKind::ALL.iter().map(|k| k.reason()).collect();
+        assert_eq!(reasons.len(), ErrorKind::ALL.len(), "reasons are distinct");
+        assert!(ErrorKind::ALL
+            .iter()
+            .enumerate()
+            .all(|(i, k)| k.index() == i));
     }
 }

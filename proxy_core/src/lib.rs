@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod auth;
 pub mod clock;
 pub mod config;
@@ -10,6 +11,7 @@ pub mod core;
 pub mod dist;
 pub mod endpoint;
 pub mod error;
+pub mod limits;
 pub mod loadgen;
 pub mod metrics;
 pub mod proxy;

@@ -9,7 +9,9 @@ use bytes::Bytes;
 use http::uri::Scheme;
 use http::{HeaderName, HeaderValue, Uri};
 
-use super::model::{ConfigPayload, MemberConfig, PoolConfig, ProviderKind, Timeouts};
+use super::model::{
+    AdmissionConfig, ConfigPayload, Limits, MemberConfig, PoolConfig, ProviderKind, Timeouts,
+};
 use super::registry::Lease;
 use super::snapshot::{
     KeyEntry, Member, Pool, PoolTimeouts, Route, RouteLeg, Snapshot, TenantEntry,
@@ -55,10 +57,12 @@ pub fn compile(
         let path = format!("tenants[{i}].id");
         check_id(&path, &t.id)?;
         let id: Arc<str> = Arc::from(t.id.as_str());
+        check_limits(&format!("tenants[{i}].limits"), &t.limits)?;
         let entry = Arc::new(TenantEntry {
             id: id.clone(),
             status: t.status,
             limits: t.limits.clone(),
+            limit_state: lease.limit_state(format!("tenant/{}", t.id)),
         });
         if tenants.insert(id, entry).is_some() {
             return Err(err(path, format!("duplicate tenant id {:?}", t.id)));
@@ -161,7 +165,9 @@ pub fn compile(
                 ));
             }
         }
+        check_limits(&format!("{path}.limits"), &k.limits)?;
         let entry = Arc::new(KeyEntry {
+            limit_state: lease.limit_state(format!("key/{}", k.id)),
             id: Arc::from(k.id.as_str()),
             hash,
             prefix: Arc::from(k.prefix.as_str()),
@@ -190,6 +196,53 @@ pub fn compile(
         routes,
         route_aliases,
     })
+}
+
+fn check_limits(path: &str, l: &Limits) -> Result<(), ConfigError> {
+    for (name, value) in [
+        ("rpm", l.rpm),
+        ("tpm", l.tpm),
+        ("rpm_burst", l.rpm_burst),
+        ("tpm_burst", l.tpm_burst),
+    ] {
+        if value == Some(0) {
+            return Err(err(format!("{path}.{name}"), "must be positive when set"));
+        }
+    }
+    if l.max_concurrency == Some(0) {
+        return Err(err(
+            format!("{path}.max_concurrency"),
+            "must be positive when set",
+        ));
+    }
+    Ok(())
+}
+
+fn check_admission(path: &str, a: &AdmissionConfig) -> Result<(), ConfigError> {
+    if a.max_inflight == Some(0) {
+        return Err(err(
+            format!("{path}.max_inflight"),
+            "must be positive when set",
+        ));
+    }
+    if !(a.tenant_share > 0.0 && a.tenant_share <= 1.0) {
+        return Err(err(format!("{path}.tenant_share"), "must be in (0, 1]"));
+    }
+    if a.keepalive_ms == 0 {
+        return Err(err(format!("{path}.keepalive_ms"), "must be positive"));
+    }
+    for (name, lane) in [("interactive", &a.interactive), ("batch", &a.batch)] {
+        if lane.weight == 0 {
+            return Err(err(format!("{path}.{name}.weight"), "must be positive"));
+        }
+        if lane.max_wait_ms > 3_600_000 {
+            return Err(err(
+                format!("{path}.{name}.max_wait_ms"),
+                "must be at most one hour",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn timeouts(path: &str, t: &Timeouts) -> Result<PoolTimeouts, ConfigError> {
@@ -252,11 +305,21 @@ fn compile_pool(path: &str, p: &PoolConfig, lease: &mut Lease<'_>) -> Result<Poo
             "at least one member needs a weight above 0",
         ));
     }
+    let mut admission = p.admission.clone();
+    check_admission(&format!("{path}.admission"), &admission)?;
+    if admission.max_inflight.is_none() {
+        admission.max_inflight = p
+            .members
+            .iter()
+            .map(|m| m.max_concurrency)
+            .sum::<Option<u32>>();
+    }
     Ok(Pool {
         id: Arc::from(p.id.as_str()),
         kind,
         members,
         timeouts: pool_timeouts,
+        gate: lease.gate(&p.id, &admission),
         series: lease.metrics().pool(&p.id),
     })
 }

@@ -41,6 +41,9 @@ pub struct Limits {
     /// Tokens per minute (prompt + completion).
     pub tpm: Option<u64>,
     pub max_concurrency: Option<u32>,
+    /// Bucket sizes; default one minute's worth (the whole per-minute limit at once).
+    pub rpm_burst: Option<u64>,
+    pub tpm_burst: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -189,6 +192,90 @@ pub struct PoolConfig {
     pub members: Vec<MemberConfig>,
     #[serde(default)]
     pub timeouts: Timeouts,
+    #[serde(default)]
+    pub admission: AdmissionConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaneConfig {
+    /// Requests that may wait in this lane; one more is refused at once (503).
+    pub max_depth: usize,
+    /// Longest wait in this lane before the request is refused (503).
+    pub max_wait_ms: u64,
+    /// Share of freed slots this lane gets while several lanes have waiters.
+    pub weight: u32,
+}
+
+/// Per-pool admission: slots at the upstreams and the lanes that wait for them.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdmissionConfig {
+    /// Requests at the pool's upstreams at once. Unset: the sum of the members'
+    /// `max_concurrency` when every member has one, otherwise no limit (and no queue).
+    pub max_inflight: Option<u32>,
+    #[serde(default = "LaneConfig::interactive")]
+    pub interactive: LaneConfig,
+    #[serde(default = "LaneConfig::batch")]
+    pub batch: LaneConfig,
+    /// Largest fraction of a lane one tenant may hold.
+    #[serde(default = "default_tenant_share")]
+    pub tenant_share: f64,
+    /// A stream queued this long gets its headers and an SSE keep-alive comment, and another
+    /// comment every `keepalive_ms` while it still waits.
+    #[serde(default = "default_keepalive_ms")]
+    pub keepalive_ms: u64,
+}
+
+impl LaneConfig {
+    pub fn interactive() -> Self {
+        Self {
+            max_depth: 256,
+            max_wait_ms: 10_000,
+            weight: 8,
+        }
+    }
+
+    pub fn batch() -> Self {
+        Self {
+            max_depth: 1024,
+            max_wait_ms: 60_000,
+            weight: 1,
+        }
+    }
+}
+
+fn default_tenant_share() -> f64 {
+    0.5
+}
+
+fn default_keepalive_ms() -> u64 {
+    1_000
+}
+
+impl Default for AdmissionConfig {
+    fn default() -> Self {
+        Self {
+            max_inflight: None,
+            interactive: LaneConfig::interactive(),
+            batch: LaneConfig::batch(),
+            tenant_share: default_tenant_share(),
+            keepalive_ms: default_keepalive_ms(),
+        }
+    }
+}
+
+impl AdmissionConfig {
+    pub fn lane(&self, priority: Priority) -> &LaneConfig {
+        match priority {
+            Priority::Interactive => &self.interactive,
+            Priority::Batch => &self.batch,
+        }
+    }
+
+    pub fn weights(&self) -> [u32; Priority::ALL.len()] {
+        Priority::ALL.map(|p| self.lane(p).weight)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -1,20 +1,67 @@
 //! Long-lived state keyed by id, which compiled snapshots reference: upstream clients (and their
-//! connection pools), member state and metric series. A config swap reuses what still exists, so
-//! counters, pools and in-flight counts are not reset; entries no longer referenced are dropped.
+//! connection pools), member health, limiter buckets, admission gates and metric series. A config
+//! swap reuses what still exists, so counters, buckets, queues and in-flight counts are not reset;
+//! entries the new snapshot no longer references are dropped (requests still holding them keep
+//! them alive until they end).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::admission::PoolGate;
+use crate::limits::LimitState;
 use crate::metrics::Metrics;
 use crate::proxy::upstream::{ClientSettings, UpstreamClient};
 use crate::routing::MemberState;
 
-type ClientKey = (String, ClientSettings);
+use super::model::AdmissionConfig;
+
+/// One kind of state: what the snapshot in force uses, and what the next one will.
+struct Table<K, V> {
+    current: HashMap<K, Arc<V>>,
+    next: HashMap<K, Arc<V>>,
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V> Default for Table<K, V> {
+    fn default() -> Self {
+        Self {
+            current: HashMap::new(),
+            next: HashMap::new(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V> Table<K, V> {
+    fn get_or_make<E>(
+        &mut self,
+        key: &K,
+        make: impl FnOnce() -> Result<V, E>,
+    ) -> Result<Arc<V>, E> {
+        if let Some(v) = self.next.get(key) {
+            return Ok(v.clone());
+        }
+        let value = match self.current.get(key) {
+            Some(v) => v.clone(),
+            None => Arc::new(make()?),
+        };
+        self.next.insert(key.clone(), value.clone());
+        Ok(value)
+    }
+
+    fn commit(&mut self) {
+        self.current = std::mem::take(&mut self.next);
+    }
+
+    fn abandon(&mut self) {
+        self.next.clear();
+    }
+}
 
 #[derive(Default)]
 struct Tables {
-    clients: HashMap<ClientKey, Arc<UpstreamClient>>,
-    members: HashMap<String, Arc<MemberState>>,
+    clients: Table<(String, ClientSettings), UpstreamClient>,
+    members: Table<String, MemberState>,
+    limits: Table<String, LimitState>,
+    gates: Table<String, PoolGate>,
 }
 
 pub struct Registry {
@@ -22,11 +69,22 @@ pub struct Registry {
     tables: Mutex<Tables>,
 }
 
-/// What one compilation takes from (and gives back to) the registry.
+/// One compilation's access to the registry; nothing changes until `commit`.
 pub struct Lease<'a> {
     registry: &'a Registry,
-    old: Tables,
-    next: Tables,
+    tables: std::sync::MutexGuard<'a, Tables>,
+    /// Gates whose admission settings change, applied only if the snapshot is.
+    reconfigure: Vec<(Arc<PoolGate>, AdmissionConfig)>,
+    committed: bool,
+}
+
+type Never = std::convert::Infallible;
+
+fn infallible<V>(v: Result<V, Never>) -> V {
+    match v {
+        Ok(v) => v,
+        Err(never) => match never {},
+    }
 }
 
 impl Registry {
@@ -37,16 +95,13 @@ impl Registry {
         }
     }
 
-    /// Start a compilation. Nothing changes in the registry until `Lease::commit`.
+    /// Start a compilation; compilations are serialized by this lease.
     pub fn lease(&self) -> Lease<'_> {
-        let tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
         Lease {
             registry: self,
-            old: Tables {
-                clients: tables.clients.clone(),
-                members: tables.members.clone(),
-            },
-            next: Tables::default(),
+            tables: self.tables.lock().unwrap_or_else(PoisonError::into_inner),
+            reconfigure: Vec::new(),
+            committed: false,
         }
     }
 }
@@ -61,41 +116,65 @@ impl Lease<'_> {
         member_key: &str,
         settings: ClientSettings,
     ) -> Result<Arc<UpstreamClient>, rustls::Error> {
-        let key = (member_key.to_string(), settings);
-        if let Some(client) = self.next.clients.get(&key) {
-            return Ok(client.clone());
-        }
-        let client = match self.old.clients.get(&key) {
-            Some(client) => client.clone(),
-            None => Arc::new(UpstreamClient::new(settings)?),
-        };
-        self.next.clients.insert(key, client.clone());
-        Ok(client)
+        self.tables
+            .clients
+            .get_or_make(&(member_key.to_string(), settings), || {
+                UpstreamClient::new(settings)
+            })
     }
 
     pub fn member_state(&mut self, member_key: &str) -> Arc<MemberState> {
-        if let Some(state) = self.next.members.get(member_key) {
-            return state.clone();
+        infallible(
+            self.tables
+                .members
+                .get_or_make(&member_key.to_string(), || Ok(MemberState::default())),
+        )
+    }
+
+    /// Limiter state of a key (`key/ID`) or tenant (`tenant/ID`).
+    pub fn limit_state(&mut self, scope_key: String) -> Arc<LimitState> {
+        infallible(
+            self.tables
+                .limits
+                .get_or_make(&scope_key, || Ok(LimitState::default())),
+        )
+    }
+
+    /// The pool's admission gate; an existing one is reconfigured in place on commit.
+    pub fn gate(&mut self, pool_id: &str, config: &AdmissionConfig) -> Arc<PoolGate> {
+        let gate = infallible(
+            self.tables
+                .gates
+                .get_or_make(&pool_id.to_string(), || Ok(PoolGate::new(config.clone()))),
+        );
+        if *gate.config() != *config {
+            self.reconfigure.push((gate.clone(), config.clone()));
         }
-        let state = self
-            .old
-            .members
-            .get(member_key)
-            .cloned()
-            .unwrap_or_default();
-        self.next
-            .members
-            .insert(member_key.to_string(), state.clone());
-        state
+        gate
     }
 
     /// Keep what the new snapshot uses and drop the rest.
-    pub fn commit(self) {
-        let mut tables = self
-            .registry
-            .tables
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        *tables = self.next;
+    pub fn commit(mut self) {
+        let t = &mut *self.tables;
+        t.clients.commit();
+        t.members.commit();
+        t.limits.commit();
+        t.gates.commit();
+        for (gate, config) in self.reconfigure.drain(..) {
+            gate.reconfigure(config);
+        }
+        self.committed = true;
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if !self.committed {
+            let t = &mut *self.tables;
+            t.clients.abandon();
+            t.members.abandon();
+            t.limits.abandon();
+            t.gates.abandon();
+        }
     }
 }

@@ -10,8 +10,10 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Uri};
 
 use super::model::{Limits, Priority, ProviderKind, Status};
+use crate::admission::PoolGate;
 use crate::auth::{KeyHash, KeyHasher};
 use crate::endpoint::Endpoint;
+use crate::limits::LimitState;
 use crate::metrics::{LegSeries, PoolSeries};
 use crate::proxy::upstream::UpstreamClient;
 use crate::routing::MemberState;
@@ -30,6 +32,7 @@ pub struct TenantEntry {
     pub id: Arc<str>,
     pub status: Status,
     pub limits: Limits,
+    pub limit_state: Arc<LimitState>,
 }
 
 pub struct KeyEntry {
@@ -43,6 +46,7 @@ pub struct KeyEntry {
     pub models: Option<HashSet<Arc<str>>>,
     pub priority: Priority,
     pub limits: Limits,
+    pub limit_state: Arc<LimitState>,
 }
 
 impl KeyEntry {
@@ -84,6 +88,7 @@ pub struct Pool {
     pub kind: ProviderKind,
     pub members: Vec<Arc<Member>>,
     pub timeouts: PoolTimeouts,
+    pub gate: Arc<PoolGate>,
     pub series: Arc<PoolSeries>,
 }
 

@@ -13,7 +13,7 @@ pub use histogram::{
     TTFT_BUCKETS,
 };
 pub use series::{GlobalSeries, LegSeries, PoolSeries};
-pub use snapshot::{render, FamilySnapshot, Sample};
+pub use snapshot::{pool_gauges, render, FamilySnapshot, Sample};
 
 use std::sync::Arc;
 

@@ -71,6 +71,72 @@ impl FamilySnapshot {
     }
 }
 
+/// Queue depth, in-flight and their limits per pool, read from the gates of the snapshot in force.
+pub fn pool_gauges(snapshot: &crate::config::Snapshot) -> Vec<FamilySnapshot> {
+    let mut depth = FamilySnapshot::new(
+        "sluicegate_queue_depth",
+        "gauge",
+        "Requests waiting for admission, by pool and priority.",
+        &["pool", "priority"],
+    );
+    let mut depth_limit = FamilySnapshot::new(
+        "sluicegate_queue_limit",
+        "gauge",
+        "Largest number of requests that may wait, by pool and priority.",
+        &["pool", "priority"],
+    );
+    let mut inflight = FamilySnapshot::new(
+        "sluicegate_pool_inflight",
+        "gauge",
+        "Requests at the pool's upstreams.",
+        &["pool"],
+    );
+    let mut inflight_limit = FamilySnapshot::new(
+        "sluicegate_pool_inflight_limit",
+        "gauge",
+        "Largest number of requests at the pool's upstreams (absent: unlimited).",
+        &["pool"],
+    );
+    let mut member_inflight = FamilySnapshot::new(
+        "sluicegate_upstream_inflight",
+        "gauge",
+        "Requests in flight per upstream member.",
+        &["pool", "upstream"],
+    );
+    let mut seen = std::collections::HashSet::new();
+    for route in snapshot.routes.values() {
+        for leg in &route.chain {
+            let pool = &leg.pool;
+            if !seen.insert(pool.id.clone()) {
+                continue;
+            }
+            let config = pool.gate.config();
+            for priority in Priority::ALL {
+                let labels = vec![pool.id.to_string(), priority.as_str().to_string()];
+                depth.value(labels.clone(), f64::from(pool.gate.depth(priority)));
+                depth_limit.value(labels, config.lane(priority).max_depth as f64);
+            }
+            inflight.value(vec![pool.id.to_string()], f64::from(pool.gate.inflight()));
+            if let Some(max) = config.max_inflight {
+                inflight_limit.value(vec![pool.id.to_string()], f64::from(max));
+            }
+            for member in &pool.members {
+                member_inflight.value(
+                    vec![pool.id.to_string(), member.id.to_string()],
+                    member.state.inflight() as f64,
+                );
+            }
+        }
+    }
+    vec![
+        depth,
+        depth_limit,
+        inflight,
+        inflight_limit,
+        member_inflight,
+    ]
+}
+
 /// Gauges the metrics module does not own (queue depths, usage backlog) are added by the caller.
 pub fn render(metrics: &Metrics) -> Vec<FamilySnapshot> {
     let leg_labels = ["model", "pool", "upstream"];
@@ -174,7 +240,7 @@ pub fn render(metrics: &Metrics) -> Vec<FamilySnapshot> {
     for kind in ErrorKind::ALL {
         let count = g.rejections[kind.index()].load(Ordering::Relaxed);
         if count > 0 {
-            rejections.value(vec![kind.code().to_string()], count as f64);
+            rejections.value(vec![kind.reason().to_string()], count as f64);
         }
     }
     let mut singles = Vec::new();

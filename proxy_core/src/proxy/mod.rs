@@ -1,6 +1,9 @@
 //! The request path: from an accepted HTTP request to a relayed upstream response.
 
 mod auth;
+mod context;
+mod deferred;
+mod forward;
 mod handler;
 pub mod headers;
 pub mod peek;

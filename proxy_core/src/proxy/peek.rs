@@ -51,15 +51,17 @@ impl<'de> Deserialize<'de> for TopLevel<'de> {
     }
 }
 
-#[derive(Debug)]
-pub struct Peeked<'a> {
-    body: &'a [u8],
-    pub model: Cow<'a, str>,
+/// The fields of a request body the gateway acts on, with the body itself (owned, so an admitted
+/// request can outlive the handler that parsed it).
+#[derive(Debug, Clone)]
+pub struct Peeked {
+    body: Bytes,
+    pub model: String,
     model_span: Range<usize>,
     pub stream: bool,
     /// The client itself asked for the usage chunk of a stream.
     pub client_include_usage: bool,
-    stream_options: Option<(Range<usize>, &'a RawValue)>,
+    stream_options: Option<Range<usize>>,
     pub max_tokens: Option<u64>,
     pub n: u64,
     pub prompt: TextMeasure,
@@ -84,7 +86,9 @@ fn parse_field<'a, T: Deserialize<'a>>(
         .map_err(|_| field_error(field, format!("'{field}' must be {what}")))
 }
 
-pub fn peek(endpoint: Endpoint, body: &[u8]) -> Result<Peeked<'_>, GatewayError> {
+pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
+    let top_body = body.clone();
+    let body: &[u8] = &top_body;
     if body.is_empty() {
         return Err(GatewayError::invalid(
             "request body is empty; expected a JSON object",
@@ -94,8 +98,8 @@ pub fn peek(endpoint: Endpoint, body: &[u8]) -> Result<Peeked<'_>, GatewayError>
         GatewayError::invalid(format!("request body is not a valid JSON object: {e}"))
     })?;
     let mut peeked = Peeked {
-        body,
-        model: Cow::Borrowed(""),
+        body: top_body.clone(),
+        model: String::new(),
         model_span: 0..0,
         stream: false,
         client_include_usage: false,
@@ -125,7 +129,7 @@ pub fn peek(endpoint: Endpoint, body: &[u8]) -> Result<Peeked<'_>, GatewayError>
                 if model.is_empty() {
                     return Err(field_error("model", "'model' must not be empty".into()));
                 }
-                peeked.model = model;
+                peeked.model = model.into_owned();
                 peeked.model_span = span(body, raw);
                 seen_model = true;
             }
@@ -140,7 +144,7 @@ pub fn peek(endpoint: Endpoint, body: &[u8]) -> Result<Peeked<'_>, GatewayError>
                 }
                 let opts: Option<StreamOptions> = parse_field("stream_options", raw, "an object")?;
                 peeked.client_include_usage = opts.and_then(|o| o.include_usage).unwrap_or(false);
-                peeked.stream_options = Some((span(body, raw), *raw));
+                peeked.stream_options = Some(span(body, raw));
             }
             "max_tokens" | "max_completion_tokens" | "max_output_tokens" => {
                 let value: Option<u64> = parse_field(key, raw, "a non-negative integer")?;
@@ -207,7 +211,7 @@ pub fn peek(endpoint: Endpoint, body: &[u8]) -> Result<Peeked<'_>, GatewayError>
     Ok(peeked)
 }
 
-impl Peeked<'_> {
+impl Peeked {
     /// The body to send upstream: the model replaced by `model_json` (a JSON string literal) and,
     /// when `want_usage`, `stream_options.include_usage` set to true.
     pub fn rewrite(&self, model_json: &[u8], want_usage: bool) -> Result<Bytes, GatewayError> {
@@ -215,9 +219,9 @@ impl Peeked<'_> {
             vec![(self.model_span.clone(), Cow::Borrowed(model_json))];
         if want_usage && !self.client_include_usage {
             match &self.stream_options {
-                Some((range, raw)) => {
+                Some(range) => {
                     let mut map: serde_json::Map<String, serde_json::Value> =
-                        serde_json::from_str::<Option<_>>(raw.get())
+                        serde_json::from_slice::<Option<_>>(&self.body[range.clone()])
                             .ok()
                             .flatten()
                             .unwrap_or_default();
@@ -252,7 +256,7 @@ mod tests {
     use super::*;
 
     fn rewrite(body: &str, want_usage: bool) -> String {
-        let p = peek(Endpoint::ChatCompletions, body.as_bytes()).unwrap();
+        let p = peek(Endpoint::ChatCompletions, Bytes::from(body.to_string())).unwrap();
         String::from_utf8(p.rewrite(b"\"up-model\"", want_usage).unwrap().to_vec()).unwrap()
     }
 
@@ -264,7 +268,7 @@ mod tests {
             rewrite(body, false),
             r#"{ "messages": [{"role":"user","content":"hello"}], "model" : "up-model",  "x": 1 }"#
         );
-        let p = peek(Endpoint::ChatCompletions, body.as_bytes()).unwrap();
+        let p = peek(Endpoint::ChatCompletions, Bytes::from(body)).unwrap();
         assert_eq!(p.model, "alias");
         assert_eq!(p.prompt.tokens(), 2);
     }
@@ -317,13 +321,21 @@ mod tests {
             ),
         ];
         for (body, param) in cases {
-            let e = peek(Endpoint::ChatCompletions, body.as_bytes()).unwrap_err();
+            let e = peek(Endpoint::ChatCompletions, Bytes::from(*body)).unwrap_err();
             assert_eq!(e.kind, crate::error::ErrorKind::InvalidRequest, "{body}");
             if let Some(p) = param {
                 assert_eq!(e.param.as_deref(), Some(*p), "{body}");
             }
         }
-        assert!(peek(Endpoint::ChatCompletions, b"{\"model\":\"a\\ud800\"}").is_err());
-        assert!(peek(Endpoint::Embeddings, b"{\"model\":\"a\",\"stream\":true}").is_err());
+        assert!(peek(
+            Endpoint::ChatCompletions,
+            Bytes::from_static(b"{\"model\":\"a\\ud800\"}")
+        )
+        .is_err());
+        assert!(peek(
+            Endpoint::Embeddings,
+            Bytes::from_static(b"{\"model\":\"a\",\"stream\":true}")
+        )
+        .is_err());
     }
 }

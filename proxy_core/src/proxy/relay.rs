@@ -15,6 +15,7 @@ use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
 use super::trace::UsageGuard;
+use crate::admission::Permit;
 use crate::endpoint::Flavor;
 use crate::error::{ErrorKind, GatewayError};
 use crate::routing::InflightGuard;
@@ -42,6 +43,22 @@ enum State {
     Done,
 }
 
+/// The clocks a relayed body runs against.
+pub struct Timers {
+    /// Longest silence between two chunks.
+    pub idle: Duration,
+    /// A stream's first content token must arrive before this.
+    pub first_token: Option<std::time::Instant>,
+    /// A whole answer must have arrived completely before this.
+    pub total: Option<std::time::Instant>,
+    /// The client's own deadline (`x-sluicegate-timeout-ms`), for the whole response.
+    pub client_deadline: Option<std::time::Instant>,
+}
+
+fn sleep_until(at: Option<std::time::Instant>) -> Option<Pin<Box<Sleep>>> {
+    at.map(|at| Box::pin(tokio::time::sleep_until(at.into())))
+}
+
 pub struct RelayBody {
     upstream: Incoming,
     mode: RelayMode,
@@ -49,29 +66,31 @@ pub struct RelayBody {
     idle: Pin<Box<Sleep>>,
     /// First content token (streams) or whole response (others) must arrive before this.
     deadline: Option<Pin<Box<Sleep>>>,
+    client_deadline: Option<Pin<Box<Sleep>>>,
     state: State,
     guard: UsageGuard,
-    _inflight: InflightGuard,
+    /// The pool slot and the member's in-flight count, released when the body ends.
+    _held: (Permit, InflightGuard),
 }
 
 impl RelayBody {
     pub fn new(
         upstream: Incoming,
         mode: RelayMode,
-        idle_timeout: Duration,
-        deadline: Option<Instant>,
+        timers: Timers,
         guard: UsageGuard,
-        inflight: InflightGuard,
+        held: (Permit, InflightGuard),
     ) -> Self {
         Self {
             upstream,
             mode,
-            idle_timeout,
-            idle: Box::pin(tokio::time::sleep(idle_timeout)),
-            deadline: deadline.map(|at| Box::pin(tokio::time::sleep_until(at))),
+            idle_timeout: timers.idle,
+            idle: Box::pin(tokio::time::sleep(timers.idle)),
+            deadline: sleep_until(timers.first_token.or(timers.total)),
+            client_deadline: sleep_until(timers.client_deadline),
             state: State::Relaying,
             guard,
-            _inflight: inflight,
+            _held: held,
         }
     }
 
@@ -257,6 +276,16 @@ impl Body for RelayBody {
                                 ErrorKind::UpstreamTimeout,
                                 Outcome::Timeout,
                                 &message,
+                            );
+                        }
+                    }
+                    if let Some(deadline) = this.client_deadline.as_mut() {
+                        if deadline.as_mut().poll(cx).is_ready() {
+                            let message = "the request's deadline passed before the response ended";
+                            return this.fail(
+                                ErrorKind::DeadlineExceeded,
+                                Outcome::Timeout,
+                                message,
                             );
                         }
                     }

@@ -3,19 +3,71 @@
 
 use std::time::Duration;
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
-use http_body_util::{Either, Full};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::Full;
 
+use super::deferred::DeferredBody;
 use super::relay::RelayBody;
 use crate::endpoint::Flavor;
-use crate::error::{ErrorKind, GatewayError, RateLimitInfo};
+use crate::error::{GatewayError, RateLimitInfo};
 
-pub type ProxyBody = Either<Full<Bytes>, RelayBody>;
+/// Every response body the gateway writes.
+// Relayed answers are the common case: keep them inline rather than boxing every one.
+#[allow(clippy::large_enum_variant)]
+pub enum ProxyBody {
+    /// Written by the gateway itself (errors, model lists).
+    Full(Full<Bytes>),
+    /// An upstream's answer, relayed.
+    Relay(RelayBody),
+    /// A stream whose headers went out while it waited in a queue.
+    Deferred(DeferredBody),
+}
+
+impl Body for ProxyBody {
+    type Data = Bytes;
+    type Error = GatewayError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, GatewayError>>> {
+        match self.get_mut() {
+            ProxyBody::Full(full) => match Pin::new(full).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+                Poll::Ready(Some(Err(never))) => match never {},
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            },
+            ProxyBody::Relay(relay) => Pin::new(relay).poll_frame(cx),
+            ProxyBody::Deferred(deferred) => Pin::new(deferred).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ProxyBody::Full(full) => full.is_end_stream(),
+            ProxyBody::Relay(relay) => relay.is_end_stream(),
+            ProxyBody::Deferred(deferred) => deferred.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ProxyBody::Full(full) => full.size_hint(),
+            ProxyBody::Relay(relay) => relay.size_hint(),
+            ProxyBody::Deferred(deferred) => deferred.size_hint(),
+        }
+    }
+}
 
 pub fn json(status: StatusCode, body: Vec<u8>) -> Response<ProxyBody> {
-    let mut response = Response::new(Either::Left(Full::new(Bytes::from(body))));
+    let mut response = Response::new(ProxyBody::Full(Full::new(Bytes::from(body))));
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -105,7 +157,7 @@ pub fn error(flavor: Flavor, error: &GatewayError) -> Response<ProxyBody> {
     if let Some(info) = &error.rate_limit {
         rate_limit_headers(&mut response, info);
     }
-    if error.kind == ErrorKind::InsufficientQuota {
+    if error.no_retry {
         response
             .headers_mut()
             .insert("x-should-retry", HeaderValue::from_static("false"));
@@ -141,6 +193,8 @@ mod tests {
         assert_eq!(anthropic["type"], "error");
         assert_eq!(anthropic["error"]["type"], "invalid_request_error");
     }
+
+    use crate::error::ErrorKind;
 
     #[test]
     fn retry_headers_and_should_retry() {

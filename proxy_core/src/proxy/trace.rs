@@ -6,13 +6,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::{KeyEntry, Priority};
+use crate::config::{KeyEntry, Priority, RouteLeg};
 use crate::endpoint::Endpoint;
 use crate::error::ErrorKind;
+use crate::limits::Held;
 use crate::metrics::{LegSeries, PoolSeries};
 use crate::sse::TokenUsage;
 use crate::usage::{Outcome, UsageEvent, UsageSource};
 
+use super::context::RequestCtx;
 use super::shared::Shared;
 
 /// The upstream a request was sent to.
@@ -22,6 +24,18 @@ pub struct Leg {
     pub upstream_model: Arc<str>,
     pub series: Arc<LegSeries>,
     pub pool_series: Arc<PoolSeries>,
+}
+
+impl Leg {
+    pub fn new(leg: &RouteLeg, member_index: usize) -> Self {
+        Self {
+            pool: leg.pool.id.clone(),
+            member: leg.pool.members[member_index].id.clone(),
+            upstream_model: leg.upstream_model.clone(),
+            series: leg.series[member_index].clone(),
+            pool_series: leg.pool.series.clone(),
+        }
+    }
 }
 
 pub struct Trace {
@@ -52,6 +66,59 @@ pub struct Trace {
     /// Final usage as the upstream reported it; `None` if the response did not end properly.
     pub usage: Option<TokenUsage>,
     pub error: Option<ErrorKind>,
+    /// Limit charges, settled to the billed tokens when the event is emitted.
+    pub held: Held,
+}
+
+impl Trace {
+    /// A request reached routing after waiting `queue_wait` for admission.
+    pub fn new(ctx: &mut RequestCtx, queue_wait: Duration) -> Trace {
+        Trace {
+            request_id: ctx.request_id.clone(),
+            key: ctx.key.clone(),
+            endpoint: ctx.endpoint,
+            model: ctx.route.alias.clone(),
+            stream: ctx.peeked.stream,
+            priority: ctx.priority,
+            arrived: ctx.arrived,
+            arrived_unix: ctx.arrived_unix,
+            prompt_estimate: ctx.peeked.prompt.tokens(),
+            client_retry_count: ctx.client_retry_count(),
+            leg: None,
+            attempts: 0,
+            fallback: false,
+            queue_wait,
+            overhead_before: Duration::ZERO,
+            connect: None,
+            headers_at: None,
+            first_token_at: None,
+            status: 0,
+            relayed_tokens: 0,
+            reported_prompt: None,
+            usage: None,
+            error: None,
+            held: std::mem::take(&mut ctx.held),
+        }
+    }
+
+    pub fn set_leg(&mut self, leg: Leg, leg_index: usize) {
+        self.leg = Some(leg);
+        self.attempts += 1;
+        self.fallback = leg_index > 0;
+    }
+
+    /// An attempt went out: the gateway's own time so far is its overhead.
+    pub fn mark_sent(&mut self, at: Instant) {
+        self.overhead_before = at
+            .saturating_duration_since(self.arrived)
+            .saturating_sub(self.queue_wait);
+    }
+
+    pub fn mark_headers(&mut self, status: u16, connect: Option<Duration>) {
+        self.status = status;
+        self.headers_at = Some(Instant::now());
+        self.connect = connect;
+    }
 }
 
 pub struct UsageGuard {
@@ -132,6 +199,7 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
         _ => None,
     };
 
+    t.held.settle(usage.prompt + usage.completion);
     if let Some(leg) = &t.leg {
         let s = &leg.series;
         s.count_request(t.endpoint, t.status);

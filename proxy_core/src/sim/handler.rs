@@ -182,7 +182,7 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
             );
         }
     };
-    let peeked = match peek(endpoint, &bytes) {
+    let peeked = match peek(endpoint, bytes.clone()) {
         Ok(p) => p,
         Err(e) => {
             record.outcome = Some("bad_request");

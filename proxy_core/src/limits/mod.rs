@@ -1,0 +1,285 @@
+//! Per-key and per-tenant limits: requests per minute and tokens per minute as GCRA buckets,
+//! and a concurrency cap. Parameters come from the config snapshot; the state (`LimitState`) is
+//! kept by the registry across swaps, so changing a limit never resets what was already used.
+//!
+//! TPM charges an estimate at admission (prompt estimate + max_tokens clamped to the model's
+//! maximum) and settles to the actual tokens when the request ends. Overshoot bound: within any
+//! window the bucket can be exceeded only by what requests in flight used beyond their estimate,
+//! i.e. at most (requests in flight) x (their prompt-estimate error), since completions never
+//! exceed max_tokens; requests without max_tokens reserve the model's maximum.
+
+mod concurrency;
+mod gcra;
+
+pub use concurrency::{Concurrency, Slot};
+pub use gcra::{Gcra, Level, Rate, Refusal};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::config::Limits;
+use crate::error::{ErrorKind, GatewayError, RateLimitInfo};
+
+/// Bucket and counter state of one key or one tenant.
+pub struct LimitState {
+    pub rpm: Gcra,
+    pub tpm: Gcra,
+    pub concurrency: Arc<Concurrency>,
+}
+
+impl Default for LimitState {
+    fn default() -> Self {
+        let base = Instant::now();
+        Self {
+            rpm: Gcra::new(base),
+            tpm: Gcra::new(base),
+            concurrency: Arc::new(Concurrency::default()),
+        }
+    }
+}
+
+/// One scope (key or tenant) to check: its configured limits and its state.
+pub struct Scope<'a> {
+    pub name: &'static str,
+    pub limits: &'a Limits,
+    pub state: &'a Arc<LimitState>,
+}
+
+fn rpm_rate(l: &Limits) -> Option<Rate> {
+    l.rpm.map(|per_minute| Rate {
+        per_minute,
+        burst: l.rpm_burst.unwrap_or(per_minute),
+    })
+}
+
+fn tpm_rate(l: &Limits) -> Option<Rate> {
+    l.tpm.map(|per_minute| Rate {
+        per_minute,
+        burst: l.tpm_burst.unwrap_or(per_minute),
+    })
+}
+
+struct TokenCharge {
+    state: Arc<LimitState>,
+    rate: Rate,
+}
+
+/// What admission took: released (slots) or settled (token charges) when the request ends.
+#[derive(Default)]
+pub struct Held {
+    slots: Vec<Slot>,
+    tokens: Vec<TokenCharge>,
+    reserved: u64,
+    settled: bool,
+}
+
+impl Held {
+    /// Settle the token charges to what the request actually used. Once.
+    pub fn settle(&mut self, actual_tokens: u64) {
+        if self.settled {
+            return;
+        }
+        self.settled = true;
+        let delta = i64::try_from(actual_tokens).unwrap_or(i64::MAX)
+            - i64::try_from(self.reserved).unwrap_or(i64::MAX);
+        for charge in &self.tokens {
+            charge.state.tpm.settle(charge.rate, delta);
+        }
+    }
+
+    /// Undo everything (the request was refused later in admission).
+    fn refund(&mut self, rpm: &[(Arc<LimitState>, Rate)]) {
+        self.settle(0);
+        for (state, rate) in rpm {
+            state.rpm.settle(*rate, -1);
+        }
+    }
+}
+
+fn limited(
+    kind: ErrorKind,
+    scope: &str,
+    what: &str,
+    refusal: Option<Refusal>,
+    info: RateLimitInfo,
+) -> GatewayError {
+    let retry_after = refusal.and_then(|r| r.retry_after);
+    let mut error = GatewayError::new(kind, format!("{scope} {what}")).with_rate_limit(info);
+    match (refusal, retry_after) {
+        (Some(_), None) => error.no_retry = true,
+        (_, Some(after)) => error = error.with_retry_after(after),
+        (None, None) => error = error.with_retry_after(Duration::from_secs(1)),
+    }
+    error
+}
+
+/// Check and charge every scope (tenant first, then key), all or nothing.
+pub fn admit(scopes: &[Scope<'_>], estimate_tokens: u64) -> Result<Held, GatewayError> {
+    let mut held = Held {
+        reserved: estimate_tokens,
+        ..Held::default()
+    };
+    let mut rpm_charged: Vec<(Arc<LimitState>, Rate)> = Vec::new();
+    for scope in scopes {
+        if let Some(max) = scope.limits.max_concurrency {
+            match scope.state.concurrency.try_acquire(max) {
+                Some(slot) => held.slots.push(slot),
+                None => {
+                    held.refund(&rpm_charged);
+                    return Err(limited(
+                        ErrorKind::ConcurrencyExceeded,
+                        scope.name,
+                        &format!("has {max} requests in flight, its concurrency limit"),
+                        None,
+                        RateLimitInfo::default(),
+                    ));
+                }
+            }
+        }
+    }
+    for scope in scopes {
+        if let Some(rate) = rpm_rate(scope.limits) {
+            match scope.state.rpm.try_charge(rate, 1) {
+                Ok(_) => rpm_charged.push((scope.state.clone(), rate)),
+                Err(refusal) => {
+                    held.refund(&rpm_charged);
+                    let info = RateLimitInfo {
+                        limit_requests: Some(rate.per_minute),
+                        remaining_requests: Some(refusal.remaining),
+                        reset_requests: Some(refusal.reset),
+                        ..RateLimitInfo::default()
+                    };
+                    return Err(limited(
+                        ErrorKind::RpmExceeded,
+                        scope.name,
+                        "is over its requests-per-minute limit",
+                        Some(refusal),
+                        info,
+                    ));
+                }
+            }
+        }
+    }
+    for scope in scopes {
+        if let Some(rate) = tpm_rate(scope.limits) {
+            match scope.state.tpm.try_charge(rate, estimate_tokens) {
+                Ok(_) => held.tokens.push(TokenCharge {
+                    state: scope.state.clone(),
+                    rate,
+                }),
+                Err(refusal) => {
+                    held.refund(&rpm_charged);
+                    let info = RateLimitInfo {
+                        limit_tokens: Some(rate.per_minute),
+                        remaining_tokens: Some(refusal.remaining),
+                        reset_tokens: Some(refusal.reset),
+                        ..RateLimitInfo::default()
+                    };
+                    let what = match refusal.retry_after {
+                        Some(_) => format!("is over its tokens-per-minute limit (this request needs about {estimate_tokens})"),
+                        None => format!(
+                            "cannot take this request: it needs about {estimate_tokens} tokens, more than the tokens-per-minute burst of {}",
+                            rate.burst
+                        ),
+                    };
+                    return Err(limited(
+                        ErrorKind::TpmExceeded,
+                        scope.name,
+                        &what,
+                        Some(refusal),
+                        info,
+                    ));
+                }
+            }
+        }
+    }
+    Ok(held)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(rpm: Option<u64>, tpm: Option<u64>, conc: Option<u32>) -> Limits {
+        Limits {
+            rpm,
+            tpm,
+            max_concurrency: conc,
+            ..Limits::default()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn all_or_nothing_across_scopes() {
+        let tenant_state = Arc::new(LimitState::default());
+        let key_state = Arc::new(LimitState::default());
+        let tenant = limits(Some(100), Some(1000), None);
+        let key = limits(Some(100), Some(300), Some(5));
+        let scopes = [
+            Scope {
+                name: "tenant",
+                limits: &tenant,
+                state: &tenant_state,
+            },
+            Scope {
+                name: "key",
+                limits: &key,
+                state: &key_state,
+            },
+        ];
+        let held = admit(&scopes, 200).unwrap();
+        // The key's TPM refuses the second: nothing of it stays charged anywhere.
+        let err = admit(&scopes, 200).err().unwrap();
+        assert_eq!(err.kind, ErrorKind::TpmExceeded);
+        assert!(err.retry_after.is_some());
+        assert_eq!(
+            tenant_state.rpm.level(rpm_rate(&tenant).unwrap()).remaining,
+            99
+        );
+        assert_eq!(
+            tenant_state.tpm.level(tpm_rate(&tenant).unwrap()).remaining,
+            800
+        );
+        assert_eq!(key_state.concurrency.current(), 1);
+        drop(held);
+        assert_eq!(key_state.concurrency.current(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn settle_after_usage_frees_the_unused_estimate() {
+        let state = Arc::new(LimitState::default());
+        let key = limits(None, Some(1000), None);
+        let scopes = [Scope {
+            name: "key",
+            limits: &key,
+            state: &state,
+        }];
+        let mut held = admit(&scopes, 900).unwrap();
+        assert!(admit(&scopes, 200).is_err());
+        held.settle(100);
+        held.settle(5000); // only the first settle counts
+        assert!(admit(&scopes, 200).is_ok());
+        assert_eq!(state.tpm.level(tpm_rate(&key).unwrap()).remaining, 700);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrency_and_oversized_requests() {
+        let state = Arc::new(LimitState::default());
+        let key = limits(None, Some(100), Some(1));
+        let scopes = [Scope {
+            name: "key",
+            limits: &key,
+            state: &state,
+        }];
+        let first = admit(&scopes, 10).unwrap();
+        assert_eq!(
+            admit(&scopes, 10).err().unwrap().kind,
+            ErrorKind::ConcurrencyExceeded
+        );
+        drop(first);
+        let too_big = admit(&scopes, 500).err().unwrap();
+        assert!(too_big.no_retry && too_big.retry_after.is_none());
+    }
+}
