@@ -3,7 +3,7 @@
 //! deadline is refused at once with 503 and a `retry-after` from the queue's recent service rate.
 
 mod gate;
-mod lanes;
+pub mod lanes;
 
 pub use gate::{Entry, Permit, PoolGate, Ticket};
 

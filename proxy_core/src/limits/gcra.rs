@@ -21,7 +21,7 @@ pub struct Rate {
 impl Rate {
     /// Nanoseconds per unit.
     fn interval(self) -> u128 {
-        60_000_000_000u128 / u128::from(self.per_minute.max(1))
+        (60_000_000_000u128 / u128::from(self.per_minute.max(1))).max(1)
     }
 
     fn capacity_ns(self) -> u128 {
