@@ -1,0 +1,101 @@
+"""The admin API: `create_app(settings, core_bridge)`.
+
+The lifespan prepares the context (database, secrets, first snapshot) unless one is handed in
+(`sluicegate serve` prepares it before it starts the data listener), then runs the usage drainer
+and flushes it once more on the way out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from control.audit.router import router as audit_router
+from control.config_api import router as config_router
+from control.context import ControlContext
+from control.core_bridge import CoreBridge
+from control.errors import install_error_handlers
+from control.health import router as health_router
+from control.keys.router import router as keys_router
+from control.pools.router import router as pools_router
+from control.prices.router import router as prices_router
+from control.providers.router import router as providers_router
+from control.routes.router import router as routes_router
+from control.settings import Settings
+from control.startup import prepare
+from control.tenants.router import router as tenants_router
+from control.tokens.router import router as tokens_router
+from control.usage.drainer import UsageDrainer
+from control.usage.router import router as usage_router
+
+ROUTERS = (
+    health_router,
+    tenants_router,
+    tokens_router,
+    keys_router,
+    providers_router,
+    pools_router,
+    routes_router,
+    prices_router,
+    usage_router,
+    audit_router,
+    config_router,
+)
+
+DESCRIPTION = """Manage sluicegate: tenants, their API keys, upstream providers, pools, routes,
+prices; read usage and the audit log. Every change is applied to the data plane before the
+response returns. Authenticate with `Authorization: Bearer <admin token>`."""
+
+
+def announce_admin_token(token: str) -> None:
+    """The one time a generated admin token is shown: on stdout, never in the log."""
+    print(
+        "sluicegate: generated an admin token (shown once, store it now):\n"
+        f"  SLUICEGATE_ADMIN_TOKEN={token}",
+        flush=True,
+    )
+
+
+def create_app(
+    settings: Settings, core_bridge: CoreBridge, *, context: ControlContext | None = None
+) -> FastAPI:
+    from sluicegate import __version__
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if context is None:
+            ctx, token = await run_in_threadpool(prepare, settings, core_bridge)
+            if token is not None:
+                announce_admin_token(token)
+            app.state.ctx = ctx
+        else:
+            ctx = context
+        drainer = UsageDrainer(
+            core_bridge.drain_usage,
+            ctx.sessions,
+            batch=settings.usage.drain_batch,
+            timeout_ms=settings.usage.drain_timeout_ms,
+        )
+        core_bridge.start_drainer(drainer)
+        try:
+            yield
+        finally:
+            await run_in_threadpool(core_bridge.stop_drainer)
+            if context is None:
+                ctx.engine.dispose()
+
+    app = FastAPI(
+        title="sluicegate admin API",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    if context is not None:
+        app.state.ctx = context
+    install_error_handlers(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    return app

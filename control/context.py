@@ -1,0 +1,50 @@
+"""What every request handler and service needs: settings, database, core bridge, secrets and
+the mutator. Built once at start (`control.startup.prepare`), kept on `app.state.ctx`."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from fastapi import Request
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from control.core_bridge import CoreBridge
+from control.crypto import CredentialCipher
+from control.listen import HostPort
+from control.mutation import Mutator
+from control.settings import Settings
+
+
+@dataclass
+class ControlContext:
+    settings: Settings
+    engine: Engine
+    sessions: sessionmaker[Session]
+    bridge: CoreBridge
+    pepper: str
+    cipher: CredentialCipher
+    mutator: Mutator
+    # Set from the first shutdown signal on: readiness answers 503.
+    shutting_down: threading.Event = field(default_factory=threading.Event)
+    # The admin listener's bound port once known (the configured one may be 0).
+    admin_port: int | None = None
+
+    def own_endpoints(self) -> set[HostPort]:
+        """The gateway's own listeners: upstreams may not point back at them."""
+        own = {
+            HostPort.parse(self.settings.server.data_listen),
+            HostPort.parse(self.settings.server.admin_listen),
+        }
+        if self.bridge.address is not None:
+            own.add(HostPort.parse(self.bridge.address))
+        if self.admin_port is not None:
+            admin = HostPort.parse(self.settings.server.admin_listen)
+            own.add(HostPort(admin.host, self.admin_port))
+        return {hp for hp in own if hp.port != 0}
+
+
+def context_of(request: Request) -> ControlContext:
+    ctx: ControlContext = request.app.state.ctx
+    return ctx

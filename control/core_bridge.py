@@ -1,0 +1,119 @@
+"""The one owner of the data plane (`sluicegate._core.Core`): its lifecycle, every snapshot pushed
+into it with ACK/NACK bookkeeping, and the thread that drains its usage events.
+
+The core's own calls release the GIL; this object adds only the bookkeeping the admin API reports
+(`GET /v1/admin/config/version`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from sluicegate._core import ConfigError, Core
+
+from control.timeutil import utcnow
+
+log = logging.getLogger("sluicegate.control")
+
+
+@dataclass(frozen=True)
+class Acknowledged:
+    version: int
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Rejection:
+    version: int
+    message: str
+    at: datetime
+
+
+class Drainer(Protocol):
+    def run(self, stop: threading.Event) -> None: ...
+    def flush(self) -> int: ...
+
+
+class CoreBridge:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+        self._lock = threading.Lock()
+        self._acknowledged: Acknowledged | None = None
+        self._rejection: Rejection | None = None
+        self._drainer: Drainer | None = None
+        self._drainer_stop = threading.Event()
+        self._drainer_thread: threading.Thread | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def start(self, listen: str) -> str:
+        """Bind the data listener and serve; returns the bound address."""
+        return self._core.start(listen)
+
+    def stop(self, grace_seconds: float) -> None:
+        """Stop accepting, let in-flight requests finish within the grace period."""
+        self._core.stop(grace_seconds)
+
+    @property
+    def running(self) -> bool:
+        return self._core.running
+
+    @property
+    def address(self) -> str | None:
+        return self._core.address
+
+    # --- configuration --------------------------------------------------------------------------
+
+    def apply(self, version: int, payload: str) -> int:
+        """Push a whole snapshot. Raises `ConfigError` (the NACK) and remembers it."""
+        with self._lock:
+            try:
+                acked = self._core.apply_config(version, payload)
+            except ConfigError as e:
+                self._rejection = Rejection(version, str(e), utcnow())
+                raise
+            self._acknowledged = Acknowledged(acked, utcnow())
+            return acked
+
+    @property
+    def acknowledged(self) -> Acknowledged | None:
+        return self._acknowledged
+
+    @property
+    def last_rejection(self) -> Rejection | None:
+        return self._rejection
+
+    @property
+    def core_version(self) -> int | None:
+        return self._core.config_version
+
+    # --- usage ----------------------------------------------------------------------------------
+
+    def drain_usage(self, max_events: int, timeout_ms: int) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = json.loads(self._core.drain_usage(max_events, timeout_ms))
+        return events
+
+    def start_drainer(self, drainer: Drainer) -> None:
+        if self._drainer_thread is not None:
+            raise RuntimeError("the usage drainer is already running")
+        self._drainer = drainer
+        self._drainer_stop.clear()
+        self._drainer_thread = threading.Thread(
+            target=drainer.run, args=(self._drainer_stop,), name="sluicegate-usage", daemon=True
+        )
+        self._drainer_thread.start()
+
+    def stop_drainer(self) -> int:
+        """Stop the thread, then drain what is left; returns the rows written by the final flush."""
+        thread, drainer = self._drainer_thread, self._drainer
+        self._drainer_thread = self._drainer = None
+        if thread is None or drainer is None:
+            return 0
+        self._drainer_stop.set()
+        thread.join()
+        return drainer.flush()

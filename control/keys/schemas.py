@@ -1,0 +1,103 @@
+"""Tenant API key requests and responses. The plaintext key appears in exactly two responses:
+the creation and the rotation that produced it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from control.schemas import Concurrency, ModelName, Name, Rpm, Slug, Strict, Timestamp, Tpm
+from control.validation import not_null
+
+Priority = Literal["interactive", "batch"]
+# What the key can do now: `expired` past expires_at, `disabled` by itself or its tenant,
+# `revoked` explicitly or once a rotation's overlap has ended.
+KeyState = Literal["active", "disabled", "expired", "revoked"]
+
+Models = list[ModelName]
+MODELS_DOC = "Model aliases the key may use; null means every route"
+
+
+def _distinct(models: list[str] | None) -> list[str] | None:
+    if models is not None and len(set(models)) != len(models):
+        raise ValueError("lists a model more than once")
+    return models
+
+
+class KeyCreate(Strict):
+    tenant_id: Slug
+    name: Name | None = None
+    models: Models | None = Field(default=None, max_length=1000, description=MODELS_DOC)
+    rpm: Rpm | None = None
+    tpm: Tpm | None = None
+    max_concurrency: Concurrency | None = None
+    priority: Priority = "interactive"
+    expires_at: Timestamp | None = Field(
+        default=None, description="ISO 8601; UTC if no offset is given"
+    )
+
+    _models = field_validator("models")(_distinct)
+
+
+class KeyUpdate(Strict):
+    """Only the fields sent change; `null` clears a limit, the allowlist or the expiry."""
+
+    name: Name | None = None
+    status: Literal["active", "disabled"] | None = None
+    models: Models | None = Field(default=None, max_length=1000, description=MODELS_DOC)
+    rpm: Rpm | None = None
+    tpm: Tpm | None = None
+    max_concurrency: Concurrency | None = None
+    priority: Priority | None = None
+    expires_at: Timestamp | None = None
+
+    _models = field_validator("models")(_distinct)
+
+    @field_validator("status", "priority")
+    @classmethod
+    def _not_null(cls, value: str | None) -> str:
+        return not_null(value)
+
+
+class KeyRotate(Strict):
+    overlap_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=30 * 86400,
+        description="How long the old key keeps working (0: revoked at once; at most 30 days)",
+    )
+    expires_at: Timestamp | None = Field(
+        default=None, description="Expiry of the new key; the old key's expiry if left out"
+    )
+
+
+class KeyOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    tenant_id: str
+    name: str | None
+    prefix: str = Field(description="The public start of the key, as it appears in logs")
+    status: KeyState
+    priority: Priority
+    models: list[str] | None
+    rpm: int | None
+    tpm: int | None
+    max_concurrency: int | None
+    expires_at: datetime | None
+    replaced_by: str | None
+    rotated_from: str | None
+    revoked_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class KeyCreated(KeyOut):
+    key: str = Field(description="The key itself: shown this once, stored only as a keyed hash")
+
+
+class KeyRotated(BaseModel):
+    key: KeyCreated
+    previous: KeyOut

@@ -1,0 +1,205 @@
+"""Key operations: create (plaintext shown once), update, rotate (optional overlap), revoke.
+
+The key format, its keyed hash and its public prefix come from the core (`sluicegate._core`),
+so there is one implementation of each. A key's limits never exceed its tenant's.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sluicegate import _core
+from sqlalchemy.orm import Session
+
+from control.caller import Caller
+from control.context import ControlContext
+from control.errors import Conflict, FieldError, NotFound, Validation
+from control.ids import new_id
+from control.keys import repository
+from control.keys.models import ApiKey
+from control.keys.repository import KeyFilters
+from control.keys.schemas import KeyCreate, KeyOut, KeyRotate, KeyUpdate
+from control.keys.state import effective_state
+from control.pagination import decode_cursor, page
+from control.schemas import Page
+from control.tenants.models import Tenant
+from control.timeutil import utcnow
+
+LIMITS = ("rpm", "tpm", "max_concurrency")
+
+
+def to_out(key: ApiKey, tenant_status: str, now: datetime | None = None) -> KeyOut:
+    state = effective_state(key, tenant_status, now or utcnow())
+    return KeyOut.model_validate(key).model_copy(update={"status": state})
+
+
+def _visible(session: Session, caller: Caller, key_id: str) -> tuple[ApiKey, str]:
+    row = repository.get_with_tenant_status(session, key_id)
+    if row is None or (not caller.is_admin and row[0].tenant_id != caller.tenant_id):
+        raise NotFound("key not found")
+    return row[0], row[1]
+
+
+def _check_limits(tenant: Tenant, values: dict[str, Any]) -> None:
+    errors = []
+    for name in LIMITS:
+        mine, theirs = values.get(name), getattr(tenant, name)
+        if mine is not None and theirs is not None and mine > theirs:
+            errors.append(FieldError(name, f"exceeds the tenant's {name} ({theirs})"))
+    if errors:
+        raise Validation("a key's limits cannot exceed its tenant's", errors)
+
+
+def _check_future(expires_at: datetime | None, now: datetime) -> None:
+    if expires_at is not None and expires_at <= now:
+        raise Validation.field("expires_at", "must be in the future")
+
+
+def get(session: Session, caller: Caller, key_id: str) -> KeyOut:
+    key, tenant_status = _visible(session, caller, key_id)
+    return to_out(key, tenant_status)
+
+
+def list_page(
+    session: Session, caller: Caller, filters: KeyFilters, limit: int, cursor: str | None
+) -> Page[KeyOut]:
+    scoped = KeyFilters(
+        tenant_id=caller.scope(filters.tenant_id),
+        prefix=filters.prefix,
+        state=filters.state,
+        expires_before=filters.expires_before,
+        expires_after=filters.expires_after,
+    )
+    now = utcnow()
+    rows = repository.page(session, scoped, now, decode_cursor(cursor, str), limit)
+    items, next_cursor = page(rows, limit, lambda row: row[0].id)
+    return Page(items=[to_out(k, status, now) for k, status in items], next_cursor=next_cursor)
+
+
+def _new_key(
+    ctx: ControlContext, tenant_id: str, now: datetime, **fields: Any
+) -> tuple[ApiKey, str]:
+    secret = _core.generate_api_key()
+    key = ApiKey(
+        id=new_id("key"),
+        tenant_id=tenant_id,
+        hash=_core.hash_api_key(ctx.pepper, secret),
+        prefix=_core.api_key_prefix(secret),
+        created_at=now,
+        updated_at=now,
+        **fields,
+    )
+    return key, secret
+
+
+def create(ctx: ControlContext, caller: Caller, data: KeyCreate) -> tuple[KeyOut, str]:
+    caller.check_tenant(data.tenant_id)
+    now = utcnow()
+    with ctx.mutator.mutate(caller) as m:
+        tenant = m.session.get(Tenant, data.tenant_id)
+        if tenant is None:
+            raise NotFound("tenant not found")
+        if tenant.status != "active":
+            raise Conflict("the tenant is disabled; enable it before creating keys")
+        _check_limits(tenant, data.model_dump())
+        _check_future(data.expires_at, now)
+        key, secret = _new_key(
+            ctx,
+            tenant.id,
+            now,
+            name=data.name,
+            status="active",
+            priority=data.priority,
+            models=data.models,
+            rpm=data.rpm,
+            tpm=data.tpm,
+            max_concurrency=data.max_concurrency,
+            expires_at=data.expires_at,
+        )
+        m.subject = ("key", key.id)
+        m.session.add(key)
+        summary = data.model_dump(mode="json", exclude_none=True) | {"prefix": key.prefix}
+        m.record("key.create", "key", key.id, summary, tenant_id=tenant.id)
+    return to_out(key, tenant.status, now), secret
+
+
+def update(ctx: ControlContext, caller: Caller, key_id: str, data: KeyUpdate) -> KeyOut:
+    now = utcnow()
+    with ctx.mutator.mutate(caller, subject=("key", key_id)) as m:
+        key, tenant_status = _visible(m.session, caller, key_id)
+        if key.status == "revoked":
+            raise Conflict("the key is revoked; create a new one")
+        changes = {
+            k: v for k, v in data.model_dump(exclude_unset=True).items() if getattr(key, k) != v
+        }
+        if changes:
+            tenant = m.session.get(Tenant, key.tenant_id)
+            assert tenant is not None  # the foreign key guarantees it
+            _check_limits(tenant, {name: changes.get(name, getattr(key, name)) for name in LIMITS})
+            if "expires_at" in changes:
+                _check_future(changes["expires_at"], now)
+            for name, value in changes.items():
+                setattr(key, name, value)
+            key.updated_at = now
+            summary = data.model_dump(mode="json", include=set(changes))
+            m.record("key.update", "key", key.id, summary, tenant_id=key.tenant_id)
+    return to_out(key, tenant_status, now)
+
+
+def rotate(
+    ctx: ControlContext, caller: Caller, key_id: str, data: KeyRotate
+) -> tuple[KeyOut, str, KeyOut]:
+    """A new secret with the same settings; the old key keeps working for `overlap_seconds`."""
+    now = utcnow()
+    with ctx.mutator.mutate(caller, subject=("key", key_id)) as m:
+        old, tenant_status = _visible(m.session, caller, key_id)
+        if effective_state(old, tenant_status, now) == "revoked":
+            raise Conflict("the key is revoked; create a new one")
+        if old.replaced_by is not None:
+            raise Conflict(f"the key was already rotated; rotate {old.replaced_by} instead")
+        expires_at = data.expires_at if "expires_at" in data.model_fields_set else old.expires_at
+        if expires_at is not None and expires_at <= now:
+            raise Validation.field(
+                "expires_at", "the new key would be expired: give an expiry in the future, or null"
+            )
+        new, secret = _new_key(
+            ctx,
+            old.tenant_id,
+            now,
+            name=old.name,
+            status=old.status,
+            priority=old.priority,
+            models=old.models,
+            rpm=old.rpm,
+            tpm=old.tpm,
+            max_concurrency=old.max_concurrency,
+            expires_at=expires_at,
+            rotated_from=old.id,
+        )
+        m.session.add(new)
+        old.replaced_by = new.id
+        old.updated_at = now
+        if data.overlap_seconds == 0:
+            old.status, old.revoked_at = "revoked", now
+        else:
+            overlap_end = now + timedelta(seconds=data.overlap_seconds)
+            old.expires_at = min(old.expires_at or overlap_end, overlap_end)
+        summary = {
+            "new_key_id": new.id,
+            "new_prefix": new.prefix,
+            "overlap_seconds": data.overlap_seconds,
+        }
+        m.record("key.rotate", "key", old.id, summary, tenant_id=old.tenant_id)
+    return to_out(new, tenant_status, now), secret, to_out(old, tenant_status, now)
+
+
+def revoke(ctx: ControlContext, caller: Caller, key_id: str) -> KeyOut:
+    """Refused by the data plane from the moment this returns. Revoking twice changes nothing."""
+    now = utcnow()
+    with ctx.mutator.mutate(caller, subject=("key", key_id)) as m:
+        key, tenant_status = _visible(m.session, caller, key_id)
+        if key.status != "revoked":
+            key.status, key.revoked_at, key.updated_at = "revoked", now, now
+            m.record("key.revoke", "key", key.id, {"prefix": key.prefix}, tenant_id=key.tenant_id)
+    return to_out(key, tenant_status, now)

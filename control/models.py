@@ -1,0 +1,34 @@
+"""Every table, imported once so that `Base.metadata` is complete (migrations, tests)."""
+
+from __future__ import annotations
+
+from control.audit.models import AuditEntry
+from control.db import Base
+from control.keys.models import ApiKey
+from control.pools.models import Pool, PoolMember
+from control.prices.models import Price
+from control.providers.models import Provider
+from control.routes.models import Route, RouteTarget
+from control.state import ControlState, Setting
+from control.tenants.models import Tenant
+from control.tokens.models import AdminToken
+from control.usage.models import UsageRecord
+
+metadata = Base.metadata
+
+__all__ = [
+    "AdminToken",
+    "ApiKey",
+    "AuditEntry",
+    "ControlState",
+    "Pool",
+    "PoolMember",
+    "Price",
+    "Provider",
+    "Route",
+    "RouteTarget",
+    "Setting",
+    "Tenant",
+    "UsageRecord",
+    "metadata",
+]

@@ -1,0 +1,199 @@
+"""Pool operations (admin only). Members reference providers; every member of a pool speaks the
+same API (the providers' kind), and at least one member must carry weight."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from control.caller import Caller
+from control.context import ControlContext
+from control.errors import Conflict, FieldError, NotFound, Validation
+from control.ids import new_id
+from control.pagination import decode_cursor, page
+from control.pools import repository
+from control.pools.models import Pool, PoolMember
+from control.pools.schemas import (
+    MemberIn,
+    MemberOut,
+    PoolCreate,
+    PoolOut,
+    PoolUpdate,
+    TimeoutsOut,
+)
+from control.schemas import Page
+from control.timeutil import utcnow
+
+TIMEOUT_FIELDS = ("connect_ms", "first_byte_ms", "idle_ms", "total_ms")
+
+
+def to_out(session: Session, pool: Pool) -> PoolOut:
+    kinds = repository.provider_kinds(session, (m.provider_id for m in pool.members))
+    members = [
+        MemberOut(
+            id=m.id,
+            provider_id=m.provider_id,
+            kind=kinds[m.provider_id],  # type: ignore[arg-type]
+            weight=m.weight,
+            max_concurrency=m.max_concurrency,
+            http2=m.http2,
+        )
+        for m in pool.members
+    ]
+    timeouts = TimeoutsOut(**{name: getattr(pool, name) for name in TIMEOUT_FIELDS})
+    return PoolOut(
+        id=pool.id,
+        name=pool.name,
+        members=members,
+        timeouts=timeouts,
+        created_at=pool.created_at,
+        updated_at=pool.updated_at,
+    )
+
+
+def get(session: Session, caller: Caller, pool_id: str) -> PoolOut:
+    caller.require_admin()
+    pool = repository.get(session, pool_id)
+    if pool is None:
+        raise NotFound("pool not found")
+    return to_out(session, pool)
+
+
+def list_page(session: Session, caller: Caller, limit: int, cursor: str | None) -> Page[PoolOut]:
+    caller.require_admin()
+    rows = repository.page(session, after=decode_cursor(cursor, str), limit=limit)
+    items, next_cursor = page(rows, limit, lambda p: p.id)
+    return Page(items=[to_out(session, p) for p in items], next_cursor=next_cursor)
+
+
+def _members(session: Session, members: Sequence[MemberIn]) -> list[PoolMember]:
+    kinds = repository.provider_kinds(session, (m.provider_id for m in members))
+    errors: list[FieldError] = []
+    seen: set[str] = set()
+    first_kind: str | None = None
+    out = []
+    for j, m in enumerate(members):
+        member_id = m.id or m.provider_id
+        if member_id in seen:
+            errors.append(FieldError(f"members[{j}].id", f"member id {member_id!r} is used twice"))
+        seen.add(member_id)
+        kind = kinds.get(m.provider_id)
+        if kind is None:
+            errors.append(FieldError(f"members[{j}].provider_id", "unknown provider"))
+        elif first_kind is None:
+            first_kind = kind
+        elif kind != first_kind:
+            errors.append(
+                FieldError(
+                    f"members[{j}].provider_id",
+                    f"is a {kind} provider; every member of a pool must be {first_kind}",
+                )
+            )
+        out.append(
+            PoolMember(
+                id=member_id,
+                position=j,
+                provider_id=m.provider_id,
+                weight=m.weight,
+                max_concurrency=m.max_concurrency,
+                http2=m.http2,
+            )
+        )
+    if all(m.weight == 0 for m in members):
+        errors.append(FieldError("members", "at least one member needs a weight above 0"))
+    if errors:
+        raise Validation("invalid pool members", errors)
+    return out
+
+
+def _member_summary(members: Sequence[PoolMember]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": m.id,
+            "provider_id": m.provider_id,
+            "weight": m.weight,
+            "max_concurrency": m.max_concurrency,
+            "http2": m.http2,
+        }
+        for m in members
+    ]
+
+
+def create(ctx: ControlContext, caller: Caller, data: PoolCreate) -> PoolOut:
+    caller.require_admin()
+    pool_id = data.id or new_id("pool")
+    with ctx.mutator.mutate(caller, subject=("pool", pool_id)) as m:
+        if repository.get(m.session, pool_id) is not None:
+            raise Conflict(f"pool {pool_id!r} already exists")
+        now = utcnow()
+        members = _members(m.session, data.members)
+        pool = Pool(
+            id=pool_id,
+            name=data.name or pool_id,
+            created_at=now,
+            updated_at=now,
+            members=members,
+            **data.timeouts.model_dump(),
+        )
+        m.session.add(pool)
+        summary = {
+            "id": pool_id,
+            "name": pool.name,
+            "members": _member_summary(members),
+            "timeouts": data.timeouts.model_dump(),
+        }
+        m.record("pool.create", "pool", pool_id, summary)
+        m.session.flush()
+        out = to_out(m.session, pool)
+    return out
+
+
+def update(ctx: ControlContext, caller: Caller, pool_id: str, data: PoolUpdate) -> PoolOut:
+    caller.require_admin()
+    with ctx.mutator.mutate(caller, subject=("pool", pool_id)) as m:
+        pool = repository.get(m.session, pool_id)
+        if pool is None:
+            raise NotFound("pool not found")
+        summary: dict[str, Any] = {}
+        if data.name is not None and data.name != pool.name:
+            pool.name = summary["name"] = data.name
+        if data.timeouts is not None:
+            changed = {
+                k: v
+                for k, v in data.timeouts.model_dump(exclude_unset=True).items()
+                if getattr(pool, k) != v
+            }
+            for name, value in changed.items():
+                setattr(pool, name, value)
+            if changed:
+                summary["timeouts"] = changed
+        if data.members is not None:
+            members = _members(m.session, data.members)
+            if _member_summary(members) != _member_summary(pool.members):
+                pool.members.clear()
+                m.session.flush()
+                pool.members.extend(members)
+                summary["members"] = _member_summary(members)
+        if summary:
+            pool.updated_at = utcnow()
+            m.record("pool.update", "pool", pool_id, summary)
+        m.session.flush()
+        out = to_out(m.session, pool)
+    return out
+
+
+def delete(ctx: ControlContext, caller: Caller, pool_id: str) -> None:
+    caller.require_admin()
+    with ctx.mutator.mutate(caller, subject=("pool", pool_id)) as m:
+        pool = repository.get(m.session, pool_id)
+        if pool is None:
+            raise NotFound("pool not found")
+        routes = repository.routes_using(m.session, pool_id)
+        if routes:
+            raise Conflict(
+                f"routes {', '.join(routes)} send requests to this pool; change them first"
+            )
+        m.session.delete(pool)
+        m.record("pool.delete", "pool", pool_id, {})

@@ -1,0 +1,29 @@
+"""An upstream provider: where requests go, and the credential (encrypted at rest) they carry."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Boolean, CheckConstraint, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from control.db import Base
+
+PROVIDER_KINDS = ("openai", "anthropic")
+
+
+class Provider(Base):
+    __tablename__ = "providers"
+    __table_args__ = (CheckConstraint("kind IN ('openai', 'anthropic')", name="kind"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(16))
+    base_url: Mapped[str] = mapped_column(String(2048))
+    # Explicitly allowed to point at internal addresses (see control/providers/urls.py).
+    internal: Mapped[bool] = mapped_column(Boolean)
+    credential_ciphertext: Mapped[str | None] = mapped_column(Text)
+    credential_mask: Mapped[str | None] = mapped_column(String(32))
+    credential_fingerprint: Mapped[str | None] = mapped_column(String(12))
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]

@@ -1,0 +1,168 @@
+"""Settings: a config file (TOML, or YAML) overridden by `SLUICEGATE_*` environment variables.
+`control/sluicegate.example.toml` documents every option.
+
+Secrets are `SecretStr`: their repr is masked, so a settings object can be logged safely.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from control.db import DEFAULT_URL
+from control.errors import StartupError, validation_fields
+from control.listen import HostPort
+from control.pools.schemas import PoolCreate
+from control.prices.schemas import PriceCreate
+from control.providers.schemas import ProviderCreate
+from control.routes.schemas import RouteCreate
+from control.tenants.schemas import TenantCreate
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _listen(value: str) -> str:
+    HostPort.parse(value)
+    return value
+
+
+class ServerSettings(Section):
+    data_listen: str = "0.0.0.0:8080"
+    admin_listen: str = "127.0.0.1:8081"
+    shutdown_grace_seconds: float = Field(default=30.0, ge=0, le=3600)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_json: bool = False
+
+    _check_listen = field_validator("data_listen", "admin_listen")(_listen)
+
+
+class DatabaseSettings(Section):
+    url: str = DEFAULT_URL
+
+
+class SecretSettings(Section):
+    # HMAC key of tenant key hashes. Generated and kept in the database in embedded SQLite mode.
+    key_pepper: SecretStr | None = None
+    # Fernet key(s), comma-separated, the first encrypting. Embedded SQLite mode generates one
+    # into `encryption_key_file` (default: the database file name + `.key`).
+    encryption_key: SecretStr | None = None
+    encryption_key_file: Path | None = None
+    # The bootstrap admin token; if absent and none exists, one is generated and printed once.
+    admin_token: SecretStr | None = None
+
+    @field_validator("key_pepper")
+    @classmethod
+    def _pepper_length(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("must be at least 16 characters")
+        return value
+
+    @field_validator("admin_token")
+    @classmethod
+    def _token_length(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("must be at least 16 characters")
+        return value
+
+
+class CoreSettings(Section):
+    workers: int = Field(default=0, ge=0, le=1024, description="0: one per CPU")
+    max_body_bytes: int = Field(default=33_554_432, ge=1)
+    header_read_timeout_ms: int = Field(default=5_000, ge=1)
+    max_connections: int = Field(default=25_000, ge=1)
+    h2_max_concurrent_streams: int = Field(default=100, ge=1)
+    usage_backlog_limit: int = Field(default=200_000, ge=1)
+
+
+class UsageSettings(Section):
+    drain_batch: int = Field(default=1000, ge=1, le=100_000)
+    drain_timeout_ms: int = Field(default=200, ge=1, le=60_000)
+
+
+class ProviderBootstrap(ProviderCreate):
+    # Read the credential from this environment variable instead of the file.
+    credential_env: str | None = None
+
+
+class BootstrapSettings(Section):
+    """Objects created at start if no object with their id exists (never updated)."""
+
+    tenants: list[TenantCreate] = []
+    providers: list[ProviderBootstrap] = []
+    pools: list[PoolCreate] = []
+    routes: list[RouteCreate] = []
+    prices: list[PriceCreate] = []
+
+
+class Settings(Section):
+    server: ServerSettings = Field(default_factory=lambda: ServerSettings())
+    database: DatabaseSettings = Field(default_factory=lambda: DatabaseSettings())
+    secrets: SecretSettings = Field(default_factory=lambda: SecretSettings())
+    core: CoreSettings = Field(default_factory=lambda: CoreSettings())
+    usage: UsageSettings = Field(default_factory=lambda: UsageSettings())
+    bootstrap: BootstrapSettings = Field(default_factory=lambda: BootstrapSettings())
+
+
+# Environment variable -> (section, field). Every scalar option has one.
+ENV: dict[str, tuple[str, str]] = {
+    "SLUICEGATE_DATA_LISTEN": ("server", "data_listen"),
+    "SLUICEGATE_ADMIN_LISTEN": ("server", "admin_listen"),
+    "SLUICEGATE_SHUTDOWN_GRACE_SECONDS": ("server", "shutdown_grace_seconds"),
+    "SLUICEGATE_LOG_LEVEL": ("server", "log_level"),
+    "SLUICEGATE_LOG_JSON": ("server", "log_json"),
+    "SLUICEGATE_DATABASE_URL": ("database", "url"),
+    "SLUICEGATE_KEY_PEPPER": ("secrets", "key_pepper"),
+    "SLUICEGATE_ENCRYPTION_KEY": ("secrets", "encryption_key"),
+    "SLUICEGATE_ENCRYPTION_KEY_FILE": ("secrets", "encryption_key_file"),
+    "SLUICEGATE_ADMIN_TOKEN": ("secrets", "admin_token"),
+    "SLUICEGATE_CORE_WORKERS": ("core", "workers"),
+    "SLUICEGATE_CORE_MAX_BODY_BYTES": ("core", "max_body_bytes"),
+    "SLUICEGATE_CORE_HEADER_READ_TIMEOUT_MS": ("core", "header_read_timeout_ms"),
+    "SLUICEGATE_CORE_MAX_CONNECTIONS": ("core", "max_connections"),
+    "SLUICEGATE_CORE_H2_MAX_CONCURRENT_STREAMS": ("core", "h2_max_concurrent_streams"),
+    "SLUICEGATE_CORE_USAGE_BACKLOG_LIMIT": ("core", "usage_backlog_limit"),
+    "SLUICEGATE_USAGE_DRAIN_BATCH": ("usage", "drain_batch"),
+    "SLUICEGATE_USAGE_DRAIN_TIMEOUT_MS": ("usage", "drain_timeout_ms"),
+}
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise StartupError(f"cannot read config file {path}: {e.strerror}") from None
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(text) or {}
+        else:
+            data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as e:
+        raise StartupError(f"config file {path} is not valid: {e}") from None
+    if not isinstance(data, dict):
+        raise StartupError(f"config file {path} must hold a table of sections")
+    return data
+
+
+def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """File values, then environment overrides; errors name the option, never its value."""
+    data: dict[str, Any] = read_file(path) if path is not None else {}
+    env = os.environ if environ is None else environ
+    for name, (section, key) in ENV.items():
+        if name in env:
+            target = data.setdefault(section, {})
+            if not isinstance(target, dict):
+                raise StartupError(f"config section [{section}] must be a table")
+            target[key] = env[name]
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(f"{f.field}: {f.message}" for f in validation_fields(e.errors()))
+        raise StartupError(f"invalid settings: {problems}") from None

@@ -1,0 +1,178 @@
+"""The whole data-plane snapshot, built from the database: exactly the JSON that
+`proxy_core/src/config/model.rs` (`ConfigPayload`) accepts, unknown fields being refused there.
+
+The index remembers which row became which list entry, so that the core's refusal
+(`pools[1].timeouts.total_ms: ...`) can be told in the API's words (pool `big`, field
+`timeouts.total_ms`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from control.crypto import CredentialCipher
+from control.keys.models import ApiKey
+from control.pools.models import Pool
+from control.providers.models import Provider
+from control.routes.models import Route
+from control.tenants.models import Tenant
+from control.timeutil import to_unix
+
+
+@dataclass
+class SnapshotIndex:
+    tenants: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    pools: list[str] = field(default_factory=list)
+    # (pool index, member index) -> provider id
+    members: dict[tuple[int, int], str] = field(default_factory=dict)
+    routes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Snapshot:
+    payload: str
+    index: SnapshotIndex
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Where the core's refusal points: a resource, and the field inside it."""
+
+    resource_type: str
+    resource_id: str
+    field: str
+    message: str
+    # For pool members: the provider the member stands for.
+    provider_id: str | None = None
+
+
+def _limits(rpm: int | None, tpm: int | None, max_concurrency: int | None) -> dict[str, Any]:
+    return {"rpm": rpm, "tpm": tpm, "max_concurrency": max_concurrency}
+
+
+def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -> Snapshot:
+    index = SnapshotIndex()
+    tenants = []
+    for t in session.scalars(select(Tenant).order_by(Tenant.id)):
+        index.tenants.append(t.id)
+        tenants.append(
+            {"id": t.id, "status": t.status, "limits": _limits(t.rpm, t.tpm, t.max_concurrency)}
+        )
+
+    # Revoked keys are left out: the core gives one answer for unknown and revoked keys alike.
+    key_rows = session.execute(
+        select(
+            ApiKey.id,
+            ApiKey.tenant_id,
+            ApiKey.hash,
+            ApiKey.prefix,
+            ApiKey.status,
+            ApiKey.expires_at,
+            ApiKey.models,
+            ApiKey.priority,
+            ApiKey.rpm,
+            ApiKey.tpm,
+            ApiKey.max_concurrency,
+        )
+        .where(ApiKey.status != "revoked")
+        .order_by(ApiKey.id)
+    )
+    keys = []
+    for k in key_rows:
+        index.keys.append(k.id)
+        keys.append(
+            {
+                "id": k.id,
+                "tenant_id": k.tenant_id,
+                "hash": k.hash,
+                "prefix": k.prefix,
+                "status": k.status,
+                "expires_at": None if k.expires_at is None else to_unix(k.expires_at),
+                "models": k.models,
+                "priority": k.priority,
+                "limits": _limits(k.rpm, k.tpm, k.max_concurrency),
+            }
+        )
+
+    providers = {p.id: p for p in session.scalars(select(Provider))}
+    pools = []
+    for i, pool in enumerate(session.scalars(select(Pool).order_by(Pool.id))):
+        index.pools.append(pool.id)
+        members = []
+        for j, m in enumerate(pool.members):
+            provider = providers[m.provider_id]
+            index.members[(i, j)] = provider.id
+            credential = (
+                None
+                if provider.credential_ciphertext is None
+                else cipher.decrypt(provider.credential_ciphertext)
+            )
+            members.append(
+                {
+                    "id": m.id,
+                    "kind": provider.kind,
+                    "base_url": provider.base_url,
+                    "credential": credential,
+                    "weight": m.weight,
+                    "max_concurrency": m.max_concurrency,
+                    "http2": m.http2,
+                }
+            )
+        timeouts = {
+            "connect_ms": pool.connect_ms,
+            "first_byte_ms": pool.first_byte_ms,
+            "idle_ms": pool.idle_ms,
+            "total_ms": pool.total_ms,
+        }
+        pools.append({"id": pool.id, "members": members, "timeouts": timeouts})
+
+    routes = []
+    for route in session.scalars(select(Route).order_by(Route.alias)):
+        index.routes.append(route.alias)
+        chain = [{"pool": t.pool_id, "model": t.model} for t in route.chain]
+        routes.append(
+            {"alias": route.alias, "chain": chain, "max_output_tokens": route.max_output_tokens}
+        )
+
+    payload = {
+        "auth": {"key_pepper": pepper},
+        "tenants": tenants,
+        "keys": keys,
+        "pools": pools,
+        "routes": routes,
+    }
+    return Snapshot(json.dumps(payload, separators=(",", ":")), index)
+
+
+_REFUSAL = re.compile(r"^invalid config: (?P<path>[^:]+): (?P<message>.*)$", re.DOTALL)
+_HEAD = re.compile(r"^(?P<list>tenants|keys|pools|routes)\[(?P<i>\d+)\]\.?(?P<rest>.*)$")
+_MEMBER = re.compile(r"^members\[(?P<j>\d+)\]")
+
+_RESOURCE = {"tenants": "tenant", "keys": "key", "pools": "pool", "routes": "route"}
+
+
+def locate_fault(message: str, index: SnapshotIndex) -> Fault | None:
+    """The resource and field a core refusal points at, or None if it names no list entry."""
+    match = _REFUSAL.match(message)
+    if match is None:
+        return None
+    head = _HEAD.match(match["path"])
+    if head is None:
+        return None
+    entries: list[str] = getattr(index, head["list"])
+    i = int(head["i"])
+    if i >= len(entries):
+        return None
+    rest = head["rest"]
+    provider_id = None
+    member = _MEMBER.match(rest)
+    if head["list"] == "pools" and member is not None:
+        provider_id = index.members.get((i, int(member["j"])))
+    return Fault(_RESOURCE[head["list"]], entries[i], rest, match["message"], provider_id)

@@ -1,0 +1,63 @@
+"""Everything before the first request: database and migrations, secrets, admin token,
+bootstrap objects, and the first snapshot applied to the core."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy.exc import OperationalError
+
+from control import migrations
+from control.bootstrap import apply_bootstrap, ensure_admin_token
+from control.context import ControlContext
+from control.core_bridge import CoreBridge
+from control.db import create_db_engine, is_sqlite, session_factory
+from control.errors import CoreRejected, StartupError
+from control.mutation import Mutator
+from control.secrets_setup import resolve_cipher, resolve_pepper
+from control.settings import Settings
+from control.snapshot import build_snapshot
+
+log = logging.getLogger("sluicegate.control")
+
+
+def prepare(settings: Settings, bridge: CoreBridge) -> tuple[ControlContext, str | None]:
+    """The ready context, and the admin token if one was generated (to be shown once)."""
+    try:
+        engine = create_db_engine(settings.database.url)
+    except Exception as e:
+        raise StartupError(f"database.url is not usable: {e}") from None
+    try:
+        migrations.upgrade(engine)
+    except OperationalError as e:
+        engine.dispose()
+        raise StartupError(f"cannot reach or migrate the database: {e.orig}") from None
+    try:
+        sessions = session_factory(engine)
+        pepper = resolve_pepper(settings, sessions, embedded=is_sqlite(settings.database.url))
+        cipher = resolve_cipher(settings, sessions)
+        mutator = Mutator(
+            sessions, bridge, lambda s: build_snapshot(s, pepper=pepper, cipher=cipher)
+        )
+        ctx = ControlContext(
+            settings=settings,
+            engine=engine,
+            sessions=sessions,
+            bridge=bridge,
+            pepper=pepper,
+            cipher=cipher,
+            mutator=mutator,
+        )
+        token = ensure_admin_token(ctx)
+        created = apply_bootstrap(ctx, settings.bootstrap)
+        if created:
+            log.info("bootstrap created %s", ", ".join(created))
+        try:
+            version = mutator.apply_current()
+        except CoreRejected as e:
+            raise StartupError(f"the stored configuration is refused: {e.message}") from None
+        log.info("config version %d applied to the data plane", version)
+    except BaseException:
+        engine.dispose()
+        raise
+    return ctx, token

@@ -1,0 +1,30 @@
+"""A tenant: the unit of isolation and of limits; every key belongs to one."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, CheckConstraint, Index, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from control.db import Base
+
+TENANT_STATUSES = ("active", "disabled")
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+    __table_args__ = (
+        CheckConstraint("status IN ('active', 'disabled')", name="status"),
+        Index("ix_tenants_status_id", "status", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16))
+    # Limits over all of the tenant's keys; None means unlimited. A key's own never exceed them.
+    rpm: Mapped[int | None] = mapped_column(BigInteger)
+    tpm: Mapped[int | None] = mapped_column(BigInteger)
+    max_concurrency: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]

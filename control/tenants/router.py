@@ -1,0 +1,41 @@
+"""`/v1/admin/tenants`."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from control.deps import CallerDep, ContextDep, SessionDep
+from control.errors import ERROR_RESPONSES
+from control.schemas import Page, PageLimit
+from control.tenants import service
+from control.tenants.schemas import TenantCreate, TenantOut, TenantStatus, TenantUpdate
+
+router = APIRouter(prefix="/v1/admin/tenants", tags=["tenants"], responses=ERROR_RESPONSES)
+
+
+@router.post("", status_code=201, summary="Create a tenant")
+def create_tenant(body: TenantCreate, caller: CallerDep, ctx: ContextDep) -> TenantOut:
+    return TenantOut.model_validate(service.create(ctx, caller, body))
+
+
+@router.get("", summary="List tenants (a tenant token sees its own)")
+def list_tenants(
+    caller: CallerDep,
+    session: SessionDep,
+    status: TenantStatus | None = None,
+    limit: PageLimit = 50,
+    cursor: str | None = None,
+) -> Page[TenantOut]:
+    return service.list_page(session, caller, status=status, limit=limit, cursor=cursor)
+
+
+@router.get("/{tenant_id}", summary="Get a tenant")
+def get_tenant(tenant_id: str, caller: CallerDep, session: SessionDep) -> TenantOut:
+    return TenantOut.model_validate(service.get(session, caller, tenant_id))
+
+
+@router.patch("/{tenant_id}", summary="Change a tenant's name, status (disable/enable) or limits")
+def update_tenant(
+    tenant_id: str, body: TenantUpdate, caller: CallerDep, ctx: ContextDep
+) -> TenantOut:
+    return TenantOut.model_validate(service.update(ctx, caller, tenant_id, body))

@@ -1,0 +1,33 @@
+"""Admin token requests and responses. The token itself appears only in the creation response."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from control.schemas import Name, Strict
+
+TokenRole = Literal["admin", "tenant"]
+
+
+class TokenCreate(Strict):
+    name: Name
+
+
+class TokenOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    name: str
+    role: TokenRole
+    tenant_id: str | None
+    prefix: str
+    created_at: datetime
+    created_by: str | None
+    revoked_at: datetime | None
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="Shown this once; only its hash is stored")
