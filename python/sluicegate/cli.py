@@ -7,8 +7,10 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from sluicegate import __version__
+from sluicegate.admin_cli import ADMIN_COMMANDS, add_admin_commands, run_admin
 
 
 def _wait_for_signal() -> None:
@@ -81,6 +83,12 @@ RUST_COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
 }
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from control.serve import run
+
+    return run(args.config)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sluicegate",
@@ -91,6 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in RUST_COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
+    serve = sub.add_parser("serve", help="run the gateway: data plane and admin API in one process")
+    serve.add_argument(
+        "--config",
+        type=Path,
+        help="TOML or YAML settings (see control/sluicegate.example.toml); "
+        "SLUICEGATE_* environment variables override it",
+    )
+    add_admin_commands(sub)
     return parser
 
 
@@ -104,4 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parsed.command is None:
         parser.print_help()
         return 2
+    if parsed.command == "serve":
+        return cmd_serve(parsed)
+    if parsed.command in ADMIN_COMMANDS:
+        return run_admin(parsed)
     return 0

@@ -1,0 +1,137 @@
+"""`sluicegate serve`: the data plane and the admin API in one process; Python owns the signals.
+
+Start: settings, database and migrations, secrets, first snapshot applied, data listener, admin
+listener, then one line on stdout: `sluicegate serve listening on http://DATA (admin http://ADMIN)`.
+SIGTERM or SIGINT: readiness off, the core stops accepting and lets in-flight requests finish
+within `server.shutdown_grace_seconds`, the usage drainer flushes to SQL, exit 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+from sluicegate._core import Core, StartError
+
+from control.app import announce_admin_token, create_app
+from control.core_bridge import CoreBridge
+from control.errors import StartupError
+from control.listen import HostPort
+from control.logs import configure_logging
+from control.settings import CoreSettings, Settings, load_settings
+from control.startup import prepare
+
+log = logging.getLogger("sluicegate.serve")
+
+
+def _core(settings: CoreSettings) -> Core:
+    return Core(
+        workers=settings.workers,
+        max_body_bytes=settings.max_body_bytes,
+        header_read_timeout_ms=settings.header_read_timeout_ms,
+        max_connections=settings.max_connections,
+        h2_max_concurrent_streams=settings.h2_max_concurrent_streams,
+        usage_backlog_limit=settings.usage_backlog_limit,
+    )
+
+
+def _bind(address: str) -> socket.socket:
+    where = HostPort.parse(address)
+    family = socket.AF_INET6 if ":" in where.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((where.host, where.port))
+    except OSError as e:
+        sock.close()
+        raise StartupError(f"cannot listen on {address} (admin): {e.strerror}") from None
+    return sock
+
+
+def _address(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return str(HostPort(host, port))
+
+
+class Stop:
+    """Set by SIGTERM/SIGINT; later signals change nothing (the shutdown is under way)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.event.set()
+
+
+def run(config: Path | None) -> int:
+    stop = Stop()
+    try:
+        settings = load_settings(config)
+    except StartupError as e:
+        print(f"sluicegate serve: {e}", file=sys.stderr)
+        return 2
+    configure_logging(settings.server.log_level, settings.server.log_json)
+    try:
+        return _serve(settings, stop)
+    except StartupError as e:
+        log.error("%s", e)
+        print(f"sluicegate serve: {e}", file=sys.stderr)
+        return 1
+
+
+def _serve(settings: Settings, stop: Stop) -> int:
+    bridge = CoreBridge(_core(settings.core))
+    ctx, token = prepare(settings, bridge)
+    try:
+        admin_sock = _bind(settings.server.admin_listen)
+        ctx.admin_port = admin_sock.getsockname()[1]
+        try:
+            data_address = bridge.start(settings.server.data_listen)
+        except StartError as e:
+            admin_sock.close()
+            raise StartupError(
+                f"cannot listen on {settings.server.data_listen} (data): {e}"
+            ) from None
+        if token is not None:
+            announce_admin_token(token)
+        app = create_app(settings, bridge, context=ctx)
+        server = uvicorn.Server(
+            uvicorn.Config(app, log_config=None, lifespan="on", workers=1, access_log=True)
+        )
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [admin_sock]}, name="sluicegate-admin"
+        )
+        thread.start()
+        while not server.started:
+            if not thread.is_alive():
+                bridge.stop(0)
+                raise StartupError("the admin API did not start (see the log above)")
+            time.sleep(0.02)
+        print(
+            f"sluicegate serve listening on http://{data_address} "
+            f"(admin http://{_address(admin_sock)})",
+            flush=True,
+        )
+        while not stop.event.wait(0.5):
+            if not thread.is_alive():
+                log.error("the admin API stopped unexpectedly; shutting down")
+                break
+        grace = settings.server.shutdown_grace_seconds
+        log.info("shutting down: draining in-flight requests (grace %.0fs)", grace)
+        ctx.shutting_down.set()
+        bridge.stop(grace)
+        # The admin app's lifespan stops the usage drainer and flushes what is left.
+        server.should_exit = True
+        thread.join()
+        log.info("stopped")
+        return 0
+    finally:
+        ctx.engine.dispose()

@@ -1,0 +1,191 @@
+"""The admin CLI: each command becomes the right request; errors are printed, exit non-zero."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from sluicegate import admin_cli
+from sluicegate.cli import build_parser, main
+
+
+def request_of(*argv: str) -> tuple[str, str, Any, dict[str, Any]]:
+    args = build_parser().parse_args(list(argv))
+    method, path, body, query = args.handler(args)
+    return method, path, body, query
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["tenants", "create", "--id", "acme", "--name", "Acme", "--rpm", "60"],
+            ("POST", "/v1/admin/tenants", {"name": "Acme", "id": "acme", "rpm": 60}, {}),
+        ),
+        (
+            ["tenants", "list", "--status", "active"],
+            ("GET", "/v1/admin/tenants", None, {"status": "active"}),
+        ),
+        (["tenants", "show", "acme"], ("GET", "/v1/admin/tenants/acme", None, {})),
+        (
+            ["tenants", "update", "acme", "--tpm", "none", "--max-concurrency", "4"],
+            ("PATCH", "/v1/admin/tenants/acme", {"tpm": None, "max_concurrency": 4}, {}),
+        ),
+        (
+            ["tenants", "disable", "acme"],
+            ("PATCH", "/v1/admin/tenants/acme", {"status": "disabled"}, {}),
+        ),
+        (
+            ["tenants", "token", "acme", "--name", "ops"],
+            ("POST", "/v1/admin/tenants/acme/tokens", {"name": "ops"}, {}),
+        ),
+        (
+            ["keys", "create", "--tenant", "acme", "--models", "a,b", "--priority", "batch"],
+            (
+                "POST",
+                "/v1/admin/keys",
+                {"tenant_id": "acme", "models": ["a", "b"], "priority": "batch"},
+                {},
+            ),
+        ),
+        (
+            ["keys", "list", "--tenant", "acme", "--prefix", "sk-sg-ab", "--limit", "5"],
+            (
+                "GET",
+                "/v1/admin/keys",
+                None,
+                {"prefix": "sk-sg-ab", "limit": 5, "tenant_id": "acme"},
+            ),
+        ),
+        (
+            ["keys", "update", "k1", "--models", "all", "--status", "disabled"],
+            ("PATCH", "/v1/admin/keys/k1", {"models": None, "status": "disabled"}, {}),
+        ),
+        (
+            ["keys", "rotate", "k1", "--overlap", "60"],
+            ("POST", "/v1/admin/keys/k1/rotate", {"overlap_seconds": 60}, {}),
+        ),
+        (["keys", "revoke", "k1"], ("POST", "/v1/admin/keys/k1/revoke", None, {})),
+        (
+            [
+                "pools",
+                "create",
+                "--id",
+                "p",
+                "--member",
+                "a",
+                "--member",
+                "b:3:16",
+                "--idle-ms",
+                "900",
+            ],
+            (
+                "POST",
+                "/v1/admin/pools",
+                {
+                    "members": [
+                        {"provider_id": "a"},
+                        {"provider_id": "b", "weight": 3, "max_concurrency": 16},
+                    ],
+                    "id": "p",
+                    "timeouts": {"idle_ms": 900},
+                },
+                {},
+            ),
+        ),
+        (
+            ["routes", "create", "--alias", "chat", "--target", "p:llama:8b", "--target", "q:x"],
+            (
+                "POST",
+                "/v1/admin/routes",
+                {
+                    "alias": "chat",
+                    "chain": [{"pool": "p", "model": "llama:8b"}, {"pool": "q", "model": "x"}],
+                },
+                {},
+            ),
+        ),
+        (["routes", "show", "meta/llama"], ("GET", "/v1/admin/routes/meta/llama", None, {})),
+    ],
+)
+def test_commands_become_requests(argv: list[str], expected: tuple[Any, ...]) -> None:
+    assert request_of(*argv) == expected
+
+
+def test_credentials_come_from_the_environment_never_argv(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UPSTREAM_KEY", "sk-from-env")
+    method, path, body, query = request_of(
+        "providers",
+        "create",
+        "--kind",
+        "openai",
+        "--base-url",
+        "http://h/v1",
+        "--credential-env",
+        "UPSTREAM_KEY",
+    )
+    assert (method, path, query) == ("POST", "/v1/admin/providers", {})
+    assert body == {
+        "kind": "openai",
+        "base_url": "http://h/v1",
+        "internal": False,
+        "credential": "sk-from-env",
+    }
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(
+            ["providers", "create", "--kind", "openai", "--base-url", "x", "--credential", "s"]
+        )
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["pools", "create", "--member", "a:b"],
+        ["routes", "create", "--alias", "x", "--target", "nopool"],
+    ],
+)
+def test_malformed_options_are_usage_errors(bad: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(bad)
+    assert exited.value.code == 2
+
+
+def test_errors_print_the_api_error_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def fake(method: str, url: str, **kwargs: Any) -> httpx.Response:
+        assert kwargs["headers"] == {"Authorization": "Bearer sgt_token"}
+        error = {
+            "code": "validation_error",
+            "message": "bad",
+            "fields": [{"field": "rpm", "message": "too high"}],
+        }
+        return httpx.Response(422, json={"error": error})
+
+    monkeypatch.setattr(admin_cli.httpx, "request", fake)
+    monkeypatch.setenv("SLUICEGATE_ADMIN_TOKEN", "sgt_token")
+    assert main(["tenants", "update", "acme", "--rpm", "9"]) == 1
+    err = capsys.readouterr().err
+    assert "HTTP 422 validation_error: bad" in err and "rpm: too high" in err
+
+
+def test_success_prints_json(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(
+        admin_cli.httpx, "request", lambda *a, **k: httpx.Response(200, json={"id": "acme"})
+    )
+    assert main(["tenants", "show", "acme", "--token", "sgt_x"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"id": "acme"}
+
+
+def test_missing_token_and_unreachable_api(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("SLUICEGATE_ADMIN_TOKEN", raising=False)
+    assert main(["tenants", "list"]) == 2
+    assert "no admin token" in capsys.readouterr().err
+    assert main(["tenants", "list", "--token", "t", "--admin-url", "http://127.0.0.1:1"]) == 1
+    assert "cannot reach the admin API" in capsys.readouterr().err

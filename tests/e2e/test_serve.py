@@ -1,0 +1,179 @@
+"""`sluicegate serve` as a real process: set up a pool of two simulators, a tenant and a key with
+the CLI, call the gateway with the `openai` SDK, rotate and revoke the key, SIGTERM, and find the
+usage rows in SQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.support.procs import Proc, start_cli
+
+PEPPER = "e2e-CANARY-pepper-5c1d2e3f4a5b"
+ENCRYPTION_KEY = "ZTJlLUNBTkFSWS1lbmNyeXB0aW9uLWtleS0wMTIzNDU="
+UPSTREAM_SECRET = "sk-e2e-CANARY-upstream-7a8b9c0d1e"
+ADMIN = re.compile(r"\(admin http://(\S+)\)")
+GENERATED_TOKEN = re.compile(r"SLUICEGATE_ADMIN_TOKEN=(\S+)")
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[[], tuple[Proc, str, str]]]:
+    procs: list[Proc] = []
+
+    def start() -> tuple[Proc, str, str]:
+        config = tmp_path / "sluicegate.toml"
+        config.write_text(
+            f"""
+[server]
+data_listen = "127.0.0.1:0"
+admin_listen = "127.0.0.1:0"
+shutdown_grace_seconds = 5
+
+[database]
+url = "sqlite:///{tmp_path}/sluicegate.db"
+
+[secrets]
+key_pepper = "{PEPPER}"
+encryption_key = "{ENCRYPTION_KEY}"
+
+[core]
+workers = 2
+
+[usage]
+drain_timeout_ms = 50
+"""
+        )
+        proc = start_cli(["serve", "--config", str(config)], tmp_path / "serve.log", timeout=60)
+        procs.append(proc)
+        text = proc.log.read_text()
+        admin = ADMIN.search(text)
+        token = GENERATED_TOKEN.search(text)
+        assert admin and token, text
+        return proc, admin.group(1), token.group(1)
+
+    yield start
+    for proc in procs:
+        proc.kill()
+
+
+def cli(admin: str, token: str, *args: str, ok: bool = True) -> Any:
+    env = {**os.environ, "SLUICEGATE_ADMIN_TOKEN": token, "SIM_KEY": UPSTREAM_SECRET}
+    done = subprocess.run(
+        [sys.executable, "-m", "sluicegate", *args, "--admin-url", f"http://{admin}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    if not ok:
+        assert done.returncode != 0, done.stdout
+        return done.stderr
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if done.stdout.strip() else None
+
+
+def chat(data: str, key: str, stream: bool = False) -> bool:
+    """True if the gateway answered, False if it refused the key."""
+    client = openai.OpenAI(base_url=f"http://{data}/v1", api_key=key, max_retries=0)
+    messages: Any = [{"role": "user", "content": "hello"}]
+    try:
+        if stream:
+            chunks = client.chat.completions.create(
+                model="chat", messages=messages, max_tokens=4, stream=True
+            )
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        else:
+            answer = client.chat.completions.create(model="chat", messages=messages, max_tokens=4)
+            text = answer.choices[0].message.content or ""
+    except openai.AuthenticationError:
+        return False
+    assert text
+    return True
+
+
+def test_serve_end_to_end(
+    serve: Callable[[], tuple[Proc, str, str]], sim_factory: Callable[..., Proc], tmp_path: Path
+) -> None:
+    sims = [
+        sim_factory("--api-key", UPSTREAM_SECRET, "--ttft-ms", "5", "--itl-ms", "1", name=n)
+        for n in ("a", "b")
+    ]
+    proc, admin, token = serve()
+    data = proc.address
+    assert httpx.get(f"http://{admin}/readyz").json()["ready"] is True
+    assert httpx.get(f"http://{admin}/openapi.json").status_code == 200
+
+    for name, sim in zip(("sim-a", "sim-b"), sims, strict=True):
+        provider = cli(
+            admin, token, "providers", "create", "--id", name, "--kind", "openai",
+            "--base-url", f"http://{sim.address}/v1", "--credential-env", "SIM_KEY",
+        )  # fmt: skip
+        assert provider["credential_mask"].endswith(UPSTREAM_SECRET[-4:])
+    pool = cli(admin, token, "pools", "create", "--id", "sims", "--member", "sim-a",
+               "--member", "sim-b:2:64", "--first-byte-ms", "10000")  # fmt: skip
+    assert [m["weight"] for m in pool["members"]] == [1, 2]
+    cli(admin, token, "routes", "create", "--alias", "chat", "--target", "sims:sim-llama")
+    cli(admin, token, "tenants", "create", "--id", "acme", "--name", "Acme", "--rpm", "600")
+    key = cli(admin, token, "keys", "create", "--tenant", "acme", "--name", "app")
+    assert cli(admin, token, "keys", "list", "--tenant", "acme")["items"][0]["id"] == key["id"]
+
+    answered = 0
+    for stream in (False, True, False, True):
+        assert chat(data, key["key"], stream)
+        answered += 1
+
+    rotated = cli(admin, token, "keys", "rotate", key["id"], "--overlap", "120")
+    new = rotated["key"]
+    assert chat(data, key["key"]) and chat(data, new["key"])
+    answered += 2
+    cli(admin, token, "keys", "revoke", key["id"])
+    assert not chat(data, key["key"])
+    assert chat(data, new["key"])
+    answered += 1
+    cli(admin, token, "keys", "revoke", new["id"])
+    assert not chat(data, new["key"])
+
+    missing = cli(admin, token, "tenants", "show", "nobody", ok=False)
+    assert "HTTP 404 not_found" in missing
+    refused = cli(admin, token, "keys", "create", "--tenant", "acme", "--rpm", "601", ok=False)
+    assert "rpm: exceeds the tenant's rpm (600)" in refused
+
+    assert proc.stop(signal.SIGTERM, timeout=30) == 0
+    log = proc.log.read_text()
+    assert "stopped" in log
+    db = sqlite3.connect(tmp_path / "sluicegate.db")
+    rows = db.execute("SELECT tenant_id, key_id, upstream, status FROM usage_records").fetchall()
+    assert len(rows) == answered
+    assert {r[0] for r in rows} == {"acme"} and {r[3] for r in rows} == {200}
+    assert {r[1] for r in rows} == {key["id"], new["id"]}
+    assert {r[2] for r in rows} <= {"sim-a", "sim-b"}
+
+    # Secrets: the generated admin token was printed exactly once; nothing else ever.
+    assert log.count(token) == 1
+    for secret in (PEPPER, ENCRYPTION_KEY, UPSTREAM_SECRET, key["key"], new["key"]):
+        assert secret not in log
+
+
+def test_serve_refuses_a_bad_config(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('[server]\ndata_listen = "nowhere"\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "sluicegate", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "server.data_listen" in done.stderr
