@@ -420,6 +420,11 @@ def run_admin(args: argparse.Namespace) -> int:
         print(f"sluicegate: {_error_text(response)}", file=sys.stderr)
         return 1
     if response.status_code != 204:
-        json.dump(response.json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        try:
+            json.dump(response.json(), sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # The reader (`| head`) went away: that is not an error of this command.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0

@@ -1,5 +1,7 @@
-"""The initial schema: tenants, keys, admin tokens, providers, pools, routes, prices, usage,
-audit log, settings and the control-state row.
+"""Initial schema.
+
+Tenants, keys, admin tokens, providers, pools, routes, prices, usage, audit log, settings and the
+control-state row.
 
 Revision ID: 0001
 Revises:
