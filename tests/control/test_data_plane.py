@@ -81,11 +81,10 @@ def test_key_lifecycle_through_the_gateway(gateway: tuple[Harness, Api]) -> None
     assert refused(harness, key["key"])
     assert ask(harness, new["key"])
 
-    # Revocation takes effect as soon as the call returns, well within a second.
-    started = time.monotonic()
+    # Revocation is in force when the call returns: the very next request is refused (which
+    # bounds "refused within 1 s" without measuring time).
     assert admin.post(f"/v1/admin/keys/{new['id']}/revoke").status_code == 200
     assert refused(harness, new["key"])
-    assert time.monotonic() - started < 1.0
 
 
 def test_disable_and_models_and_expiry(gateway: tuple[Harness, Api]) -> None:
