@@ -74,11 +74,13 @@ impl Core {
             self.workers,
             "sluicegate-core",
             listen,
-            move |listener, stop| {
+            move |listener, stop| async move {
                 let settings = shared.settings.conn.clone();
                 let counters = shared.metrics.global.connections.clone();
+                // Health checks live and die with the runtime.
+                tokio::spawn(crate::routing::health_check::run(shared.clone()));
                 let handler = move |req| proxy::handle(shared.clone(), req);
-                server::serve(listener, settings, counters, handler, stop)
+                server::serve(listener, settings, counters, handler, stop).await
             },
         )?;
         tracing::info!(addr = %served.addr, "data plane listening");
@@ -145,6 +147,41 @@ impl Core {
                 Err(e.into())
             }
         }
+    }
+
+    /// Force a pool member out for `length` (zero ends the drill). `Err` names what is unknown.
+    pub fn drill_member(&self, pool: &str, member: &str, length: Duration) -> Result<(), String> {
+        let snapshot = self
+            .shared
+            .config
+            .load_full()
+            .ok_or("no configuration yet")?;
+        let pool = snapshot
+            .pools
+            .get(pool)
+            .ok_or_else(|| format!("unknown pool {pool:?}"))?;
+        let member = pool
+            .members
+            .iter()
+            .find(|m| &*m.id == member)
+            .ok_or_else(|| format!("unknown member {member:?} in pool {:?}", pool.id))?;
+        member.state.drill(length);
+        Ok(())
+    }
+
+    /// Force a whole pool out for `length` (zero ends the drill): its routes fall back.
+    pub fn drill_pool(&self, pool: &str, length: Duration) -> Result<(), String> {
+        let snapshot = self
+            .shared
+            .config
+            .load_full()
+            .ok_or("no configuration yet")?;
+        let pool = snapshot
+            .pools
+            .get(pool)
+            .ok_or_else(|| format!("unknown pool {pool:?}"))?;
+        pool.state.drill(length);
+        Ok(())
     }
 
     pub fn drain_usage(&self, max: usize, timeout: Duration) -> Vec<UsageEvent> {

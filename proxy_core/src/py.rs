@@ -60,7 +60,7 @@ fn usage_error(e: clap::Error) -> PyErr {
     UsageError::new_err((e.render().to_string(), code))
 }
 
-fn seconds(value: f64, name: &str) -> PyResult<Duration> {
+fn seconds_arg(value: f64, name: &str) -> PyResult<Duration> {
     Duration::try_from_secs_f64(value).map_err(|_| {
         pyo3::exceptions::PyValueError::new_err(format!(
             "{name} must be a non-negative number of seconds"
@@ -121,7 +121,7 @@ impl PyCore {
     /// thread. A stopped core may be started again.
     #[pyo3(signature = (grace_seconds=30.0))]
     fn stop(&self, py: Python<'_>, grace_seconds: f64) -> PyResult<()> {
-        let grace = seconds(grace_seconds, "grace_seconds")?;
+        let grace = seconds_arg(grace_seconds, "grace_seconds")?;
         let core = self.inner.clone();
         py.detach(move || core.stop(grace));
         Ok(())
@@ -134,6 +134,23 @@ impl PyCore {
         let payload = payload.as_bytes().to_vec();
         py.detach(move || core.apply_config(version, &payload))
             .map_err(core_error)
+    }
+
+    /// Force a pool member out for `seconds` (0 ends the drill). Raises ValueError for an
+    /// unknown pool or member.
+    fn drill_member(&self, pool: &str, member: &str, seconds: f64) -> PyResult<()> {
+        let length = seconds_arg(seconds, "seconds")?;
+        self.inner
+            .drill_member(pool, member, length)
+            .map_err(pyo3::exceptions::PyValueError::new_err)
+    }
+
+    /// Force a whole pool out for `seconds` (0 ends the drill); its routes fall back.
+    fn drill_pool(&self, pool: &str, seconds: f64) -> PyResult<()> {
+        let length = seconds_arg(seconds, "seconds")?;
+        self.inner
+            .drill_pool(pool, length)
+            .map_err(pyo3::exceptions::PyValueError::new_err)
     }
 
     /// Every metric as JSON: {"families": [{name, type, help, labels, samples}]}.
@@ -200,7 +217,7 @@ impl PySimulator {
     /// Stop serving and flush the record file. Stopping twice does nothing.
     #[pyo3(signature = (grace_seconds=5.0))]
     fn stop(&self, py: Python<'_>, grace_seconds: f64) -> PyResult<()> {
-        let grace = seconds(grace_seconds, "grace_seconds")?;
+        let grace = seconds_arg(grace_seconds, "grace_seconds")?;
         let sim = self
             .inner
             .lock()

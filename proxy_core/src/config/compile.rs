@@ -10,7 +10,8 @@ use http::uri::Scheme;
 use http::{HeaderName, HeaderValue, Uri};
 
 use super::model::{
-    AdmissionConfig, ConfigPayload, Limits, MemberConfig, PoolConfig, ProviderKind, Timeouts,
+    AdmissionConfig, ConfigPayload, EjectionConfig, HealthCheckConfig, Limits, MemberConfig,
+    PoolConfig, ProviderKind, RetryConfig, Timeouts,
 };
 use super::registry::Lease;
 use super::snapshot::{
@@ -19,6 +20,7 @@ use super::snapshot::{
 use crate::auth::{parse_hex_digest, KeyHasher};
 use crate::endpoint::Endpoint;
 use crate::proxy::upstream::ClientSettings;
+use crate::routing::RetryPolicy;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{path}: {message}")]
@@ -195,6 +197,10 @@ pub fn compile(
         tenants,
         routes,
         route_aliases,
+        pools: pools
+            .into_iter()
+            .map(|(id, pool)| (Arc::<str>::from(id), pool))
+            .collect(),
     })
 }
 
@@ -245,6 +251,58 @@ fn check_admission(path: &str, a: &AdmissionConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
+fn check_retry(path: &str, r: &RetryConfig) -> Result<(), ConfigError> {
+    if r.max_attempts == 0 || r.max_attempts > 10 {
+        return Err(err(format!("{path}.max_attempts"), "must be 1 to 10"));
+    }
+    if !(0.0..=10.0).contains(&r.budget_ratio) || !r.budget_ratio.is_finite() {
+        return Err(err(format!("{path}.budget_ratio"), "must be 0 to 10"));
+    }
+    if !(0.0..=10_000.0).contains(&r.budget_min_per_second) || !r.budget_min_per_second.is_finite()
+    {
+        return Err(err(
+            format!("{path}.budget_min_per_second"),
+            "must be 0 to 10000",
+        ));
+    }
+    if r.backoff_cap_ms > 60_000 {
+        return Err(err(
+            format!("{path}.backoff_cap_ms"),
+            "must be at most 60 s",
+        ));
+    }
+    Ok(())
+}
+
+fn check_ejection(path: &str, e: &EjectionConfig) -> Result<(), ConfigError> {
+    if e.max_ejected_percent > 100 {
+        return Err(err(
+            format!("{path}.max_ejected_percent"),
+            "must be 0 to 100",
+        ));
+    }
+    if e.base_ms == 0 || e.max_ms < e.base_ms {
+        return Err(err(
+            format!("{path}.base_ms"),
+            "must be positive and at most max_ms",
+        ));
+    }
+    Ok(())
+}
+
+fn check_health(path: &str, h: &HealthCheckConfig) -> Result<(), ConfigError> {
+    if !h.path.starts_with('/') {
+        return Err(err(format!("{path}.path"), "must start with /"));
+    }
+    if h.interval_ms < 100 || h.timeout_ms == 0 {
+        return Err(err(
+            format!("{path}.interval_ms"),
+            "must be at least 100 ms, with a positive timeout",
+        ));
+    }
+    Ok(())
+}
+
 fn timeouts(path: &str, t: &Timeouts) -> Result<PoolTimeouts, ConfigError> {
     for (name, value) in [
         ("connect_ms", t.connect_ms),
@@ -284,13 +342,9 @@ fn compile_pool(path: &str, p: &PoolConfig, lease: &mut Lease<'_>) -> Result<Poo
                 format!("duplicate member id {:?}", m.id),
             ));
         }
-        members.push(Arc::new(compile_member(
-            &mpath,
-            &p.id,
-            m,
-            &pool_timeouts,
-            lease,
-        )?));
+        let check_path = p.health_check.as_ref().map(|h| h.path.as_str());
+        let member = compile_member(&mpath, &p.id, m, &pool_timeouts, check_path, lease)?;
+        members.push(Arc::new(member));
     }
     let kind = p.members[0].kind;
     if let Some(j) = p.members.iter().position(|m| m.kind != kind) {
@@ -304,6 +358,13 @@ fn compile_pool(path: &str, p: &PoolConfig, lease: &mut Lease<'_>) -> Result<Poo
             format!("{path}.members"),
             "at least one member needs a weight above 0",
         ));
+    }
+    let retry =
+        RetryPolicy::compile(&p.retry).map_err(|m| err(format!("{path}.retry.retry_on"), m))?;
+    check_retry(&format!("{path}.retry"), &p.retry)?;
+    check_ejection(&format!("{path}.ejection"), &p.ejection)?;
+    if let Some(hc) = &p.health_check {
+        check_health(&format!("{path}.health_check"), hc)?;
     }
     let mut admission = p.admission.clone();
     check_admission(&format!("{path}.admission"), &admission)?;
@@ -320,6 +381,10 @@ fn compile_pool(path: &str, p: &PoolConfig, lease: &mut Lease<'_>) -> Result<Poo
         members,
         timeouts: pool_timeouts,
         gate: lease.gate(&p.id, &admission),
+        retry,
+        ejection: p.ejection.clone(),
+        health_check: p.health_check.clone(),
+        state: lease.pool_state(&p.id),
         series: lease.metrics().pool(&p.id),
     })
 }
@@ -329,6 +394,7 @@ fn compile_member(
     pool_id: &str,
     m: &MemberConfig,
     pool_timeouts: &PoolTimeouts,
+    check_path: Option<&str>,
     lease: &mut Lease<'_>,
 ) -> Result<Member, ConfigError> {
     let base: Uri = m
@@ -361,6 +427,13 @@ fn compile_member(
         );
         uris.push(Uri::try_from(full).map_err(|e| err(format!("{path}.base_url"), e.to_string()))?);
     }
+    let health_uri = match check_path {
+        Some(check) => Some(
+            Uri::try_from(format!("{scheme}://{authority}{prefix}{check}"))
+                .map_err(|e| err(format!("{path}.base_url"), e.to_string()))?,
+        ),
+        None => None,
+    };
     let uris: [Uri; Endpoint::ALL.len()] = uris
         .try_into()
         .map_err(|_| err(format!("{path}.base_url"), "internal: endpoint count"))?;
@@ -403,6 +476,7 @@ fn compile_member(
         kind: m.kind,
         uris,
         credential,
+        health_uri,
         weight: m.weight,
         max_concurrency: m.max_concurrency,
         client,

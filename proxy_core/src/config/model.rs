@@ -194,6 +194,151 @@ pub struct PoolConfig {
     pub timeouts: Timeouts,
     #[serde(default)]
     pub admission: AdmissionConfig,
+    #[serde(default)]
+    pub retry: RetryConfig,
+    #[serde(default)]
+    pub ejection: EjectionConfig,
+    /// Active health checks of each member; off when absent.
+    pub health_check: Option<HealthCheckConfig>,
+}
+
+/// When and how an attempt that failed before the client saw a byte is tried again.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryConfig {
+    /// Attempts per request, the first included (1 = no retries).
+    #[serde(default = "RetryConfig::default_max_attempts")]
+    pub max_attempts: u32,
+    /// Full-jitter exponential backoff: sleep rand(0, min(cap, base * 2^retry)).
+    #[serde(default = "RetryConfig::default_backoff_base_ms")]
+    pub backoff_base_ms: u64,
+    #[serde(default = "RetryConfig::default_backoff_cap_ms")]
+    pub backoff_cap_ms: u64,
+    /// Retries allowed per request over the budget window (Envoy and Linkerd use 0.2)...
+    #[serde(default = "RetryConfig::default_budget_ratio")]
+    pub budget_ratio: f64,
+    /// ...plus this many retries per second whatever the traffic.
+    #[serde(default = "RetryConfig::default_budget_min_per_second")]
+    pub budget_min_per_second: f64,
+    /// What may be retried: `connect`, `reset`, `timeout`, or an upstream status code.
+    #[serde(default = "RetryConfig::default_retry_on")]
+    pub retry_on: Vec<String>,
+    /// An upstream `retry-after` longer than this is not waited for on the same member.
+    #[serde(default = "RetryConfig::default_max_retry_after_ms")]
+    pub max_retry_after_ms: u64,
+}
+
+impl RetryConfig {
+    fn default_max_attempts() -> u32 {
+        3
+    }
+    fn default_backoff_base_ms() -> u64 {
+        25
+    }
+    fn default_backoff_cap_ms() -> u64 {
+        250
+    }
+    fn default_budget_ratio() -> f64 {
+        0.2
+    }
+    fn default_budget_min_per_second() -> f64 {
+        10.0
+    }
+    fn default_retry_on() -> Vec<String> {
+        ["connect", "reset", "429", "500", "502", "503", "504"]
+            .map(String::from)
+            .to_vec()
+    }
+    fn default_max_retry_after_ms() -> u64 {
+        10_000
+    }
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: Self::default_max_attempts(),
+            backoff_base_ms: Self::default_backoff_base_ms(),
+            backoff_cap_ms: Self::default_backoff_cap_ms(),
+            budget_ratio: Self::default_budget_ratio(),
+            budget_min_per_second: Self::default_budget_min_per_second(),
+            retry_on: Self::default_retry_on(),
+            max_retry_after_ms: Self::default_max_retry_after_ms(),
+        }
+    }
+}
+
+/// Outlier ejection: members that keep failing are taken out, for longer each time.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EjectionConfig {
+    /// Consecutive upstream-origin failures that eject a member (0 = never eject).
+    #[serde(default = "EjectionConfig::default_consecutive_failures")]
+    pub consecutive_failures: u32,
+    /// First ejection; each further one doubles it (with +-10% jitter) up to `max_ms`.
+    #[serde(default = "EjectionConfig::default_base_ms")]
+    pub base_ms: u64,
+    #[serde(default = "EjectionConfig::default_max_ms")]
+    pub max_ms: u64,
+    /// Largest share of a pool's members ejected at once.
+    #[serde(default = "EjectionConfig::default_max_ejected_percent")]
+    pub max_ejected_percent: u32,
+}
+
+impl EjectionConfig {
+    fn default_consecutive_failures() -> u32 {
+        5
+    }
+    fn default_base_ms() -> u64 {
+        30_000
+    }
+    fn default_max_ms() -> u64 {
+        300_000
+    }
+    fn default_max_ejected_percent() -> u32 {
+        50
+    }
+}
+
+impl Default for EjectionConfig {
+    fn default() -> Self {
+        Self {
+            consecutive_failures: Self::default_consecutive_failures(),
+            base_ms: Self::default_base_ms(),
+            max_ms: Self::default_max_ms(),
+            max_ejected_percent: Self::default_max_ejected_percent(),
+        }
+    }
+}
+
+/// Periodic GET of `path` (relative to the member's base URL) with the member's credential.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthCheckConfig {
+    #[serde(default = "HealthCheckConfig::default_path")]
+    pub path: String,
+    #[serde(default = "HealthCheckConfig::default_interval_ms")]
+    pub interval_ms: u64,
+    #[serde(default = "HealthCheckConfig::default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Consecutive failed checks that take a member out.
+    #[serde(default = "HealthCheckConfig::default_unhealthy_after")]
+    pub unhealthy_after: u32,
+}
+
+impl HealthCheckConfig {
+    fn default_path() -> String {
+        "/models".into()
+    }
+    fn default_interval_ms() -> u64 {
+        5_000
+    }
+    fn default_timeout_ms() -> u64 {
+        2_000
+    }
+    fn default_unhealthy_after() -> u32 {
+        2
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

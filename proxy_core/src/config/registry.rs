@@ -11,7 +11,7 @@ use crate::admission::PoolGate;
 use crate::limits::LimitState;
 use crate::metrics::Metrics;
 use crate::proxy::upstream::{ClientSettings, UpstreamClient};
-use crate::routing::MemberState;
+use crate::routing::{MemberState, PoolState};
 
 use super::model::AdmissionConfig;
 
@@ -62,6 +62,7 @@ struct Tables {
     members: Table<String, MemberState>,
     limits: Table<String, LimitState>,
     gates: Table<String, PoolGate>,
+    pools: Table<String, PoolState>,
 }
 
 pub struct Registry {
@@ -140,6 +141,14 @@ impl Lease<'_> {
         )
     }
 
+    pub fn pool_state(&mut self, pool_id: &str) -> Arc<PoolState> {
+        infallible(
+            self.tables
+                .pools
+                .get_or_make(&pool_id.to_string(), || Ok(PoolState::default())),
+        )
+    }
+
     /// The pool's admission gate; an existing one is reconfigured in place on commit.
     pub fn gate(&mut self, pool_id: &str, config: &AdmissionConfig) -> Arc<PoolGate> {
         let gate = infallible(
@@ -160,6 +169,7 @@ impl Lease<'_> {
         t.members.commit();
         t.limits.commit();
         t.gates.commit();
+        t.pools.commit();
         for (gate, config) in self.reconfigure.drain(..) {
             gate.reconfigure(config);
         }
@@ -175,6 +185,7 @@ impl Drop for Lease<'_> {
             t.members.abandon();
             t.limits.abandon();
             t.gates.abandon();
+            t.pools.abandon();
         }
     }
 }

@@ -9,14 +9,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Uri};
 
-use super::model::{Limits, Priority, ProviderKind, Status};
+use super::model::{EjectionConfig, HealthCheckConfig, Limits, Priority, ProviderKind, Status};
 use crate::admission::PoolGate;
 use crate::auth::{KeyHash, KeyHasher};
 use crate::endpoint::Endpoint;
 use crate::limits::LimitState;
 use crate::metrics::{LegSeries, PoolSeries};
 use crate::proxy::upstream::UpstreamClient;
-use crate::routing::MemberState;
+use crate::routing::{MemberState, PoolState, RetryPolicy};
 
 pub struct Snapshot {
     pub version: u64,
@@ -26,6 +26,7 @@ pub struct Snapshot {
     pub routes: HashMap<Arc<str>, Arc<Route>>,
     /// Route aliases in sorted order, for `/v1/models`.
     pub route_aliases: Vec<Arc<str>>,
+    pub pools: HashMap<Arc<str>, Arc<Pool>>,
 }
 
 pub struct TenantEntry {
@@ -76,6 +77,8 @@ pub struct Member {
     pub uris: [Uri; Endpoint::ALL.len()],
     /// The header carrying the upstream credential, marked sensitive.
     pub credential: Option<(HeaderName, HeaderValue)>,
+    /// Where active health checks go (the pool's check path under the base URL).
+    pub health_uri: Option<Uri>,
     pub weight: u32,
     pub max_concurrency: Option<u32>,
     pub client: Arc<UpstreamClient>,
@@ -89,6 +92,10 @@ pub struct Pool {
     pub members: Vec<Arc<Member>>,
     pub timeouts: PoolTimeouts,
     pub gate: Arc<PoolGate>,
+    pub retry: RetryPolicy,
+    pub ejection: EjectionConfig,
+    pub health_check: Option<HealthCheckConfig>,
+    pub state: Arc<PoolState>,
     pub series: Arc<PoolSeries>,
 }
 

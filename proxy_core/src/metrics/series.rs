@@ -7,6 +7,7 @@ use super::histogram::{Histogram, DURATION_BUCKETS, STAGE_BUCKETS, TPOT_BUCKETS,
 use crate::config::Priority;
 use crate::endpoint::Endpoint;
 use crate::error::ErrorKind;
+use crate::routing::RetryReason;
 use crate::server::ConnCounters;
 
 pub const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
@@ -57,6 +58,10 @@ impl LegSeries {
 pub struct PoolSeries {
     pub queue_wait: [Histogram; Priority::ALL.len()],
     pub overhead: Histogram,
+    /// Attempts sent to the pool's members (first tries and retries).
+    pub attempts: AtomicU64,
+    /// Retries by `RetryReason`.
+    pub retries: [AtomicU64; RetryReason::ALL.len()],
 }
 
 impl Default for PoolSeries {
@@ -64,6 +69,8 @@ impl Default for PoolSeries {
         Self {
             queue_wait: std::array::from_fn(|_| Histogram::new(STAGE_BUCKETS)),
             overhead: Histogram::new(STAGE_BUCKETS),
+            attempts: AtomicU64::new(0),
+            retries: counters(),
         }
     }
 }

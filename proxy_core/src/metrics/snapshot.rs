@@ -10,6 +10,7 @@ use super::Metrics;
 use crate::config::Priority;
 use crate::endpoint::Endpoint;
 use crate::error::ErrorKind;
+use crate::routing::RetryReason;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Sample {
@@ -103,14 +104,41 @@ pub fn pool_gauges(snapshot: &crate::config::Snapshot) -> Vec<FamilySnapshot> {
         "Requests in flight per upstream member.",
         &["pool", "upstream"],
     );
-    let mut seen = std::collections::HashSet::new();
-    for route in snapshot.routes.values() {
-        for leg in &route.chain {
-            let pool = &leg.pool;
-            if !seen.insert(pool.id.clone()) {
-                continue;
-            }
+    let mut budget_exhausted = FamilySnapshot::new(
+        "sluicegate_retry_budget_exhausted_total",
+        "counter",
+        "Retries not made because the pool's retry budget was spent.",
+        &["pool"],
+    );
+    let mut drilled = FamilySnapshot::new(
+        "sluicegate_pool_drilled",
+        "gauge",
+        "1 while an operator's drill holds the pool out.",
+        &["pool"],
+    );
+    let mut ejections = FamilySnapshot::new(
+        "sluicegate_upstream_ejections_total",
+        "counter",
+        "Outlier ejections of an upstream member.",
+        &["pool", "upstream"],
+    );
+    let mut member_state = FamilySnapshot::new(
+        "sluicegate_upstream_state",
+        "gauge",
+        "Member state: 0 ready, 1 ejected, 2 cooling down after a 429, 3 failing health checks, 4 drilled.",
+        &["pool", "upstream"],
+    );
+    let mut pools: Vec<_> = snapshot.pools.values().collect();
+    pools.sort_by(|a, b| a.id.cmp(&b.id));
+    {
+        for pool in pools {
             let config = pool.gate.config();
+            let pool_label = vec![pool.id.to_string()];
+            budget_exhausted.value(
+                pool_label.clone(),
+                pool.state.budget_exhausted.load(Ordering::Relaxed) as f64,
+            );
+            drilled.value(pool_label, if pool.state.drilled() { 1.0 } else { 0.0 });
             for priority in Priority::ALL {
                 let labels = vec![pool.id.to_string(), priority.as_str().to_string()];
                 depth.value(labels.clone(), f64::from(pool.gate.depth(priority)));
@@ -121,10 +149,16 @@ pub fn pool_gauges(snapshot: &crate::config::Snapshot) -> Vec<FamilySnapshot> {
                 inflight_limit.value(vec![pool.id.to_string()], f64::from(max));
             }
             for member in &pool.members {
-                member_inflight.value(
-                    vec![pool.id.to_string(), member.id.to_string()],
-                    member.state.inflight() as f64,
+                let labels = vec![pool.id.to_string(), member.id.to_string()];
+                ejections.value(
+                    labels.clone(),
+                    member.state.ejections_total.load(Ordering::Relaxed) as f64,
                 );
+                member_state.value(
+                    labels.clone(),
+                    f64::from(member.state.availability().code()),
+                );
+                member_inflight.value(labels, member.state.inflight() as f64);
             }
         }
     }
@@ -134,6 +168,10 @@ pub fn pool_gauges(snapshot: &crate::config::Snapshot) -> Vec<FamilySnapshot> {
         inflight,
         inflight_limit,
         member_inflight,
+        budget_exhausted,
+        drilled,
+        ejections,
+        member_state,
     ]
 }
 
@@ -219,6 +257,18 @@ pub fn render(metrics: &Metrics) -> Vec<FamilySnapshot> {
         "Time spent inside the gateway, excluding upstream time and queue wait.",
         &["pool"],
     );
+    let mut attempts = FamilySnapshot::new(
+        "sluicegate_upstream_attempts_total",
+        "counter",
+        "Attempts sent to a pool's members, first tries and retries.",
+        &["pool"],
+    );
+    let mut retries = FamilySnapshot::new(
+        "sluicegate_retries_total",
+        "counter",
+        "Retries, by what failed.",
+        &["pool", "reason"],
+    );
     for (labels, pool) in metrics.pools.collect() {
         let pool_id = labels.first().map(|l| l.to_string()).unwrap_or_default();
         for priority in Priority::ALL {
@@ -227,7 +277,18 @@ pub fn render(metrics: &Metrics) -> Vec<FamilySnapshot> {
                 &pool.queue_wait[priority.index()],
             );
         }
-        overhead.histogram(vec![pool_id], &pool.overhead);
+        overhead.histogram(vec![pool_id.clone()], &pool.overhead);
+        attempts.value(
+            vec![pool_id.clone()],
+            pool.attempts.load(Ordering::Relaxed) as f64,
+        );
+        for reason in RetryReason::ALL {
+            let count = pool.retries[reason.index()].load(Ordering::Relaxed);
+            retries.value(
+                vec![pool_id.clone(), reason.as_str().to_string()],
+                count as f64,
+            );
+        }
     }
 
     let g = &metrics.global;
@@ -282,7 +343,8 @@ pub fn render(metrics: &Metrics) -> Vec<FamilySnapshot> {
     }
 
     let mut out = vec![
-        requests, timeouts, tokens, ttft, tpot, duration, connect, queue_wait, overhead, rejections,
+        requests, timeouts, tokens, ttft, tpot, duration, connect, queue_wait, overhead, attempts,
+        retries, rejections,
     ];
     out.extend(singles);
     out

@@ -1,13 +1,16 @@
-//! Forwarding an admitted request: pick a pool along the route's chain and a member in it, send,
-//! and hand the response to the relay. An attempt that failed before the upstream could act on
-//! the request (connect refused or timed out) moves on to another member, then to the next pool
-//! of the chain; nothing is retried once the upstream answered.
+//! Forwarding an admitted request: pools in the route's chain order, members by the picker,
+//! and retries while nothing has reached the client yet. A retry happens only for what the pool's
+//! policy names (connect failure, reset, timeout, a listed status), on another member when there
+//! is one, after a full-jitter backoff (or the member's own `retry-after`), within the request's
+//! deadline, and only while the pool's retry budget allows. When retries run out, the client gets
+//! the last upstream answer as it was, or the gateway's error.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
-use http::{Method, Request, Response};
+use http::{HeaderMap, Method, Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
 
@@ -18,10 +21,10 @@ use super::respond::ProxyBody;
 use super::trace::{Leg, Trace, UsageGuard};
 use super::upstream::ConnectTiming;
 use crate::admission::{Entry, Permit};
-use crate::config::{Member, ProviderKind, RouteLeg};
+use crate::config::{Member, Pool, ProviderKind, RouteLeg};
 use crate::endpoint::Endpoint;
 use crate::error::{ErrorKind, GatewayError};
-use crate::routing::pick_member;
+use crate::routing::{pick_member, Availability, MemberLease, RetryReason, Verdict};
 use crate::sse::SseTap;
 use crate::usage::Outcome;
 
@@ -50,24 +53,45 @@ fn upstream_request(member: &Member, ctx: &RequestCtx, body: Bytes) -> Request<F
     req
 }
 
-fn upstream_error(e: &hyper_util::client::legacy::Error) -> GatewayError {
+fn transport_error(e: &hyper_util::client::legacy::Error) -> (GatewayError, RetryReason) {
     if e.is_connect() {
         let text = format!("{e:?}");
         if text.contains("timed out") || text.contains("TimedOut") {
-            return GatewayError::new(
+            let error = GatewayError::new(
                 ErrorKind::UpstreamConnectTimeout,
                 "connecting to the upstream timed out",
             );
+            return (error, RetryReason::Connect);
         }
-        return GatewayError::new(
-            ErrorKind::UpstreamConnect,
-            "could not connect to the upstream",
+        return (
+            GatewayError::new(
+                ErrorKind::UpstreamConnect,
+                "could not connect to the upstream",
+            ),
+            RetryReason::Connect,
         );
     }
-    GatewayError::new(
+    let error = GatewayError::new(
         ErrorKind::UpstreamProtocol,
-        "the upstream failed before answering",
-    )
+        "the upstream closed the connection before answering",
+    );
+    (error, RetryReason::Reset)
+}
+
+/// The upstream's own `retry-after-ms` or `retry-after` (seconds), if any.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let read = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    if let Some(ms) = read("retry-after-ms").filter(|v| v.is_finite() && *v >= 0.0) {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    read("retry-after")
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .map(Duration::from_secs_f64)
 }
 
 fn deadline_passed() -> GatewayError {
@@ -108,6 +132,41 @@ async fn enter_fallback(ctx: &RequestCtx, leg: &RouteLeg) -> Option<Permit> {
     }
 }
 
+/// An upstream answer kept while a retry is tried: relayed if the retries run out.
+struct Kept {
+    response: Response<Incoming>,
+    lease: MemberLease,
+    member_index: usize,
+    sent_at: Instant,
+}
+
+/// What the last failed attempt left: an answer to relay, or an error.
+enum Last {
+    Nothing,
+    Answer(Box<Kept>),
+    Error(GatewayError),
+}
+
+/// When a member of `pool` that is only cooling down (429) will be back, if within `limit`.
+fn cooldown_ends_within(pool: &Pool, limit: Duration) -> Option<Duration> {
+    pool.members
+        .iter()
+        .filter(|m| m.state.availability() == Availability::CoolingDown)
+        .filter_map(|m| m.state.out_for())
+        .filter(|d| *d <= limit)
+        .min()
+}
+
+/// How long until some member of the route is back, for a `retry-after` on 503.
+fn soonest_back(legs: &[RouteLeg]) -> Duration {
+    legs.iter()
+        .flat_map(|leg| leg.pool.members.iter())
+        .filter_map(|m| m.state.out_for())
+        .min()
+        .unwrap_or(Duration::from_secs(1))
+        .max(Duration::from_secs(1))
+}
+
 /// Forward from the `first_leg` of the route's chain, holding `permit` for that leg's pool.
 pub async fn forward(
     mut ctx: RequestCtx,
@@ -120,9 +179,13 @@ pub async fn forward(
     let route = ctx.route.clone();
     let want_usage = ctx.want_usage();
     let mut permit = Some(permit);
-    let mut last_error: Option<GatewayError> = None;
+    let mut attempts: u32 = 0;
+    let mut last = Last::Nothing;
+    let mut deposited = false;
     for (leg_index, leg) in route.chain.iter().enumerate().skip(first_leg) {
-        if !serves(leg.pool.kind, ctx.endpoint) {
+        let pool = &leg.pool;
+        if !serves(pool.kind, ctx.endpoint) || pool.state.drilled() {
+            permit = None;
             continue;
         }
         let slot = match permit.take() {
@@ -132,11 +195,63 @@ pub async fn forward(
                 None => continue,
             },
         };
-        let members = &leg.pool.members;
+        let policy = &pool.retry;
+        if !deposited {
+            pool.state
+                .budget
+                .deposit(policy.budget_min_per_second, policy.budget_ratio);
+            deposited = true;
+        }
         let mut tried: Vec<usize> = Vec::new();
-        while let Some(mi) = pick_member(members, &tried) {
+        // A member's own retry-after, honoured when the retry goes back to that member.
+        let mut wait_hint: Option<(usize, Duration)> = None;
+        loop {
+            if attempts >= policy.max_attempts {
+                break;
+            }
+            let picked =
+                pick_member(&pool.members, &tried).or_else(|| pick_member(&pool.members, &[]));
+            let mi = match picked {
+                Some(mi) => mi,
+                None => {
+                    // Only cooling members left: wait for the soonest if the policy allows it.
+                    let left = ctx.deadline.map_or(Duration::MAX, |d| {
+                        d.saturating_duration_since(Instant::now())
+                    });
+                    match cooldown_ends_within(pool, policy.max_retry_after.min(left)) {
+                        Some(wait) => {
+                            tokio::time::sleep(wait).await;
+                            continue;
+                        }
+                        None => break,
+                    }
+                }
+            };
+            // The lease first: it also owns the probe the picker may have claimed, and gives it
+            // back (verdict neutral) if this attempt is not sent after all.
+            let mut lease = MemberLease::new(pool.clone(), mi);
+            if attempts > 0 {
+                if !pool
+                    .state
+                    .budget
+                    .try_withdraw(policy.budget_min_per_second, policy.budget_ratio)
+                {
+                    pool.state.budget_exhausted.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+                let mut backoff = policy.backoff(attempts);
+                if let Some((_, hint)) = wait_hint.take().filter(|(hinted, _)| *hinted == mi) {
+                    backoff = backoff.max(hint);
+                }
+                if ctx.deadline.is_some_and(|d| Instant::now() + backoff >= d) {
+                    break;
+                }
+                tokio::time::sleep(backoff).await;
+            }
+            attempts += 1;
             tried.push(mi);
-            let member = &members[mi];
+            pool.series.attempts.fetch_add(1, Ordering::Relaxed);
+            let member = &pool.members[mi];
             if let Some(trace) = guard.trace() {
                 trace.set_leg(Leg::new(leg, mi), leg_index);
             }
@@ -145,14 +260,13 @@ pub async fn forward(
                 Err(e) => return Err(fail(&mut guard, e, Outcome::UpstreamError)),
             };
             let request = upstream_request(member, &ctx, body);
-            let inflight = member.state.enter();
             let sent_at = Instant::now();
             if let Some(trace) = guard.trace() {
                 trace.mark_sent(sent_at);
             }
-            let timeouts = &leg.pool.timeouts;
             // A stream must start within `first_byte`; a whole answer only arrives when it is
             // complete, so it gets the overall deadline. Both are capped by the client's.
+            let timeouts = &pool.timeouts;
             let mut wait = if ctx.peeked.stream {
                 timeouts.first_byte
             } else {
@@ -169,46 +283,125 @@ pub async fn forward(
                     capped = true;
                 }
             }
-            let response = match tokio::time::timeout(wait, member.client.request(request)).await {
+            let (error, reason) = match tokio::time::timeout(wait, member.client.request(request))
+                .await
+            {
                 Err(_) if capped => {
-                    return Err(fail(&mut guard, deadline_passed(), Outcome::Timeout))
+                    lease.set_verdict(Verdict::Failure);
+                    return Err(fail(&mut guard, deadline_passed(), Outcome::Timeout));
                 }
                 Err(_) => {
-                    let e = GatewayError::new(
-                        ErrorKind::UpstreamTimeout,
-                        format!("the upstream did not answer within {} ms", wait.as_millis()),
-                    );
-                    return Err(fail(&mut guard, e, Outcome::Timeout));
+                    let message =
+                        format!("the upstream did not answer within {} ms", wait.as_millis());
+                    (
+                        GatewayError::new(ErrorKind::UpstreamTimeout, message),
+                        RetryReason::Timeout,
+                    )
                 }
                 Ok(Err(e)) => {
-                    let error = upstream_error(&e);
                     tracing::debug!(request_id = %ctx.request_id, upstream = %member.id, error = ?e, "upstream attempt failed");
-                    if error.kind.retry_safe() {
-                        last_error = Some(error);
-                        continue;
-                    }
-                    return Err(fail(&mut guard, error, Outcome::UpstreamError));
+                    transport_error(&e)
                 }
-                Ok(Ok(response)) => response,
+                Ok(Ok(response)) => {
+                    let status = response.status().as_u16();
+                    member.state.record_ttfb(sent_at.elapsed());
+                    let reason = match status {
+                        429 => {
+                            let after =
+                                retry_after(response.headers()).unwrap_or(Duration::from_secs(1));
+                            member.state.cool_down(after);
+                            wait_hint =
+                                Some((mi, after)).filter(|(_, a)| *a <= policy.max_retry_after);
+                            Some(RetryReason::Status429)
+                        }
+                        500..=599 => {
+                            lease.set_verdict(Verdict::Failure);
+                            Some(RetryReason::Status5xx)
+                        }
+                        _ => {
+                            lease.set_verdict(if status < 400 {
+                                Verdict::Success
+                            } else {
+                                Verdict::Neutral
+                            });
+                            None
+                        }
+                    };
+                    match reason {
+                        Some(reason) if policy.retries(reason, status) => {
+                            pool.series.retries[reason.index()].fetch_add(1, Ordering::Relaxed);
+                            last = Last::Answer(Box::new(Kept {
+                                response,
+                                lease,
+                                member_index: mi,
+                                sent_at,
+                            }));
+                            continue;
+                        }
+                        _ => {
+                            let attempt = Attempt {
+                                leg,
+                                member_index: mi,
+                                leg_index,
+                                sent_at,
+                                permit: slot,
+                                lease,
+                            };
+                            return Ok(relay(response, &ctx, attempt, guard));
+                        }
+                    }
+                }
             };
-            let attempt = Attempt {
-                leg,
-                member_index: mi,
-                leg_index,
-                sent_at,
-                permit: slot,
-                inflight,
-            };
-            return Ok(relay(response, &ctx, attempt, guard));
+            lease.set_verdict(Verdict::Failure);
+            if !policy.retries(reason, 0) {
+                let outcome = outcome_of(error.kind);
+                return Err(fail(&mut guard, error, outcome));
+            }
+            pool.series.retries[reason.index()].fetch_add(1, Ordering::Relaxed);
+            last = Last::Error(error);
+        }
+        // Leaving this pool: an answer kept from it needs its slot, so relay it now if no other
+        // pool is left to try; otherwise let the next pool have its go.
+        if let Last::Answer(kept) = last {
+            if !route.chain[leg_index + 1..]
+                .iter()
+                .any(|l| serves(l.pool.kind, ctx.endpoint) && !l.pool.state.drilled())
+            {
+                let Kept {
+                    response,
+                    lease,
+                    member_index,
+                    sent_at,
+                } = *kept;
+                let attempt = Attempt {
+                    leg,
+                    member_index,
+                    leg_index,
+                    sent_at,
+                    permit: slot,
+                    lease,
+                };
+                return Ok(relay(response, &ctx, attempt, guard));
+            }
+            last = Last::Error(GatewayError::new(
+                ErrorKind::NoHealthyUpstream,
+                "the upstream answered with an error",
+            ));
         }
     }
-    let error = last_error.unwrap_or_else(|| {
-        GatewayError::new(
+    let error = match last {
+        Last::Error(e) => e,
+        _ => GatewayError::new(
             ErrorKind::NoHealthyUpstream,
             "no upstream can take this request now",
         )
-        .with_retry_after(Duration::from_secs(1))
-    });
+        .with_retry_after(soonest_back(&route.chain)),
+    };
+    let error = if error.retry_after.is_none() && error.status().as_u16() == 503 {
+        error.with_retry_after(soonest_back(&route.chain))
+    } else {
+        error
+    };
     let outcome = outcome_of(error.kind);
     Err(fail(&mut guard, error, outcome))
 }
@@ -219,7 +412,7 @@ struct Attempt<'a> {
     leg_index: usize,
     sent_at: Instant,
     permit: Permit,
-    inflight: crate::routing::InflightGuard,
+    lease: MemberLease,
 }
 
 fn relay(
@@ -281,12 +474,6 @@ fn relay(
     }
     parts.extensions = http::Extensions::new();
     parts.version = ctx.client_version;
-    let body = RelayBody::new(
-        body,
-        mode,
-        timers,
-        guard,
-        (attempt.permit, attempt.inflight),
-    );
+    let body = RelayBody::new(body, mode, timers, guard, (attempt.permit, attempt.lease));
     Response::from_parts(parts, ProxyBody::Relay(body))
 }

@@ -17,8 +17,8 @@ use tokio::time::{Instant, Sleep};
 use super::trace::UsageGuard;
 use crate::admission::Permit;
 use crate::endpoint::Flavor;
-use crate::error::{ErrorKind, GatewayError};
-use crate::routing::InflightGuard;
+use crate::error::{ErrorKind, GatewayError, Origin};
+use crate::routing::{MemberLease, Verdict};
 use crate::sse::{completion_estimate_of_body, error_event, usage_of_body, SseTap};
 use crate::usage::Outcome;
 
@@ -69,8 +69,8 @@ pub struct RelayBody {
     client_deadline: Option<Pin<Box<Sleep>>>,
     state: State,
     guard: UsageGuard,
-    /// The pool slot and the member's in-flight count, released when the body ends.
-    _held: (Permit, InflightGuard),
+    /// The pool slot, and the member lease that passes the attempt's verdict to its health.
+    held: (Permit, MemberLease),
 }
 
 impl RelayBody {
@@ -79,7 +79,7 @@ impl RelayBody {
         mode: RelayMode,
         timers: Timers,
         guard: UsageGuard,
-        held: (Permit, InflightGuard),
+        held: (Permit, MemberLease),
     ) -> Self {
         Self {
             upstream,
@@ -90,7 +90,7 @@ impl RelayBody {
             client_deadline: sleep_until(timers.client_deadline),
             state: State::Relaying,
             guard,
-            _held: held,
+            held,
         }
     }
 
@@ -106,6 +106,12 @@ impl RelayBody {
         if let Some(trace) = self.guard.trace() {
             trace.error = Some(kind);
         }
+        let verdict = if kind.origin() == Origin::Upstream {
+            Verdict::Failure
+        } else {
+            Verdict::Neutral
+        };
+        self.held.1.set_verdict(verdict);
         match &mut self.mode {
             RelayMode::Stream { tap, flavor } => {
                 let mut tail = tap.take_partial().map(|b| b.to_vec()).unwrap_or_default();
@@ -143,6 +149,7 @@ impl RelayBody {
                     trace.relayed_tokens = stats.content_events;
                 }
                 let outcome = if stats.upstream_error {
+                    self.held.1.set_verdict(Verdict::Failure);
                     Outcome::UpstreamError
                 } else {
                     Outcome::Complete

@@ -1,45 +1,58 @@
-//! Member selection: weighted power of two choices on in-flight requests per unit of weight.
-
-use std::sync::Arc;
+//! Member selection: power of two choices among the members that can take a request now,
+//! scored by in-flight requests and latency per unit of weight. An ejected member whose time is
+//! up goes first, as its single probe.
 
 use crate::config::Member;
+use crate::routing::Availability;
+use std::sync::Arc;
 
-/// Pick a member among those not in `exclude` (indices already tried). `None` when every member
-/// is excluded, drained (weight 0) or at its concurrency cap.
+fn score(m: &Member) -> f64 {
+    let latency_ms = m.state.ttfb_ewma().as_secs_f64() * 1000.0;
+    (m.state.inflight() as f64 + 1.0) * (latency_ms + 1.0) / f64::from(m.weight.max(1))
+}
+
+fn has_room(m: &Member) -> bool {
+    m.weight > 0
+        && m.max_concurrency
+            .is_none_or(|cap| m.state.inflight() < u64::from(cap))
+}
+
+/// Pick a member not in `exclude` (already tried for this request). `None` when no member can
+/// take the request now (drained, full, ejected, cooling down, failing checks, drilled).
 pub fn pick_member(members: &[Arc<Member>], exclude: &[usize]) -> Option<usize> {
-    let eligible = |i: usize| {
-        let m = &members[i];
-        m.weight > 0
-            && !exclude.contains(&i)
-            && m.max_concurrency
-                .is_none_or(|cap| m.state.inflight() < u64::from(cap))
-    };
-    let total: u64 = (0..members.len())
-        .filter(|&i| eligible(i))
-        .map(|i| u64::from(members[i].weight))
-        .sum();
-    if total == 0 {
-        return None;
-    }
-    let draw = || {
-        let mut ticket = fastrand::u64(0..total);
-        for (i, member) in members.iter().enumerate() {
-            if !eligible(i) {
-                continue;
-            }
-            let w = u64::from(member.weight);
-            if ticket < w {
-                return i;
-            }
-            ticket -= w;
+    let mut ready: Vec<usize> = Vec::with_capacity(members.len());
+    for (i, m) in members.iter().enumerate() {
+        if exclude.contains(&i) || !has_room(m) {
+            continue;
         }
-        0
-    };
-    let a = draw();
-    let b = draw();
-    // Lower load per unit of weight wins: inflight_a / w_a <= inflight_b / w_b, cross-multiplied.
-    let (ma, mb) = (&members[a], &members[b]);
-    let load_a = u128::from(ma.state.inflight()) * u128::from(mb.weight);
-    let load_b = u128::from(mb.state.inflight()) * u128::from(ma.weight);
-    Some(if load_a <= load_b { a } else { b })
+        match m.state.availability() {
+            Availability::ProbeReady if m.state.try_claim_probe() => return Some(i),
+            Availability::Ready => ready.push(i),
+            _ => {}
+        }
+    }
+    match ready.len() {
+        0 => None,
+        1 => Some(ready[0]),
+        n => {
+            let total: u64 = ready.iter().map(|&i| u64::from(members[i].weight)).sum();
+            let draw = || {
+                let mut ticket = fastrand::u64(0..total.max(1));
+                for &i in &ready {
+                    let w = u64::from(members[i].weight);
+                    if ticket < w {
+                        return i;
+                    }
+                    ticket -= w;
+                }
+                ready[n - 1]
+            };
+            let (a, b) = (draw(), draw());
+            Some(if score(&members[a]) <= score(&members[b]) {
+                a
+            } else {
+                b
+            })
+        }
+    }
 }

@@ -29,7 +29,8 @@ pub struct SimState {
     pub itl_ms: Dist,
     pub output_tokens: Dist,
     pub prefill_ms_per_1k: f64,
-    pub faults: Vec<FaultSpec>,
+    /// Replaced at run time by `PUT /sim/faults`.
+    pub faults: arc_swap::ArcSwap<Vec<FaultSpec>>,
     pub models: Vec<String>,
     pub embedding_dims: usize,
     pub api_key: Option<String>,
@@ -113,6 +114,9 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
     let path = req.uri().path().to_string();
     if req.method() == Method::GET && (path == "/health" || path == "/healthz") {
         return full(StatusCode::OK, "text/plain", b"ok".to_vec());
+    }
+    if path == "/sim/faults" {
+        return faults_endpoint(&state, req).await;
     }
     let Some(endpoint) = Endpoint::from_path(&path) else {
         return full(
@@ -213,8 +217,9 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         Some(seed) => fastrand::Rng::with_seed(seed.wrapping_add(n)),
         None => fastrand::Rng::new(),
     };
+    let configured = state.faults.load();
     let faults = match FaultSet::choose(
-        &state.faults,
+        &configured,
         header_str(&parts.headers, "x-sim-fault"),
         &mut rng,
     ) {
@@ -380,6 +385,54 @@ fn with_echo(body: &[u8], headers: &HeaderMap, request: &[u8]) -> Vec<u8> {
         serde_json::Value::String(String::from_utf8_lossy(request).into_owned()),
     );
     serde_json::to_vec(&map).unwrap_or_else(|_| body.to_vec())
+}
+
+/// `GET /sim/faults` lists the configured faults; `PUT` with `{"faults": ["SPEC", ...]}` replaces
+/// them (an empty list clears them), so a test or drill can start and end an outage.
+async fn faults_endpoint(state: &SimState, req: Request<Incoming>) -> Response<SimBody> {
+    let list = |faults: &[FaultSpec]| -> Vec<u8> {
+        let specs: Vec<String> = faults.iter().map(|f| format!("{f:?}")).collect();
+        serde_json::to_vec(&serde_json::json!({ "faults": specs })).unwrap_or_default()
+    };
+    let refuse = |status: StatusCode, message: &str| {
+        full(
+            status,
+            "application/json",
+            error_body(Endpoint::ChatCompletions, status.as_u16(), message),
+        )
+    };
+    match *req.method() {
+        Method::GET => full(
+            StatusCode::OK,
+            "application/json",
+            list(&state.faults.load()),
+        ),
+        Method::PUT => {
+            #[derive(serde::Deserialize)]
+            struct Body {
+                faults: Vec<String>,
+            }
+            let Ok(bytes) = Limited::new(req.into_body(), 64 * 1024)
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+            else {
+                return refuse(StatusCode::BAD_REQUEST, "unreadable body");
+            };
+            let parsed: Result<Vec<FaultSpec>, String> = serde_json::from_slice::<Body>(&bytes)
+                .map_err(|e| e.to_string())
+                .and_then(|b| b.faults.iter().map(|s| s.parse::<FaultSpec>()).collect());
+            match parsed {
+                Ok(faults) => {
+                    let body = list(&faults);
+                    state.faults.store(Arc::new(faults));
+                    full(StatusCode::OK, "application/json", body)
+                }
+                Err(e) => refuse(StatusCode::BAD_REQUEST, &e),
+            }
+        }
+        _ => refuse(StatusCode::METHOD_NOT_ALLOWED, "use GET or PUT"),
+    }
 }
 
 fn timing_sample_tokens(dist: &Dist, rng: &mut fastrand::Rng) -> u32 {

@@ -38,6 +38,7 @@ drip,ms=N  malformed[,after=K]  no_usage\n\
 Per request, header x-sim-fault: SPEC[;SPEC...] (rate 1) overrides --fault, and\n\
 x-sim-ttft-ms, x-sim-itl-ms, x-sim-output-tokens override the timing model;\n\
 x-sim-echo (non-streaming) adds the received headers and body to the response.\n\
+PUT /sim/faults {\"faults\": [SPEC, ...]} replaces the --fault list at run time (GET lists it).\n\
 Prompt tokens are ceil(characters of the prompt text / 4), at least 1 (the gateway's estimate rule)."
 )]
 pub struct SimArgs {
@@ -119,7 +120,7 @@ impl Simulator {
             itl_ms: args.itl_ms.clone(),
             output_tokens: args.output_tokens.clone(),
             prefill_ms_per_1k: args.prefill_ms_per_1k,
-            faults: args.faults.clone(),
+            faults: arc_swap::ArcSwap::from_pointee(args.faults.clone()),
             models: args.models.clone(),
             embedding_dims: args.embedding_dims,
             api_key: args.api_key.clone(),
