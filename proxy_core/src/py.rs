@@ -30,6 +30,12 @@ create_exception!(
 );
 create_exception!(
     _core,
+    StaleConfigError,
+    ConfigError,
+    "The snapshot's version is older than the one in force."
+);
+create_exception!(
+    _core,
     StartError,
     SluicegateError,
     "A server could not start (address in use, bad address)."
@@ -49,7 +55,11 @@ create_exception!(
 
 fn core_error(e: CoreError) -> PyErr {
     match e {
-        CoreError::Config(_) | CoreError::StaleConfig { .. } => ConfigError::new_err(e.to_string()),
+        // args: (message, path of the field at fault, what is wrong with it)
+        CoreError::Config(ref c) => {
+            ConfigError::new_err((e.to_string(), c.path.clone(), c.message.clone()))
+        }
+        CoreError::StaleConfig { .. } => StaleConfigError::new_err(e.to_string()),
         CoreError::Start(_) => StartError::new_err(e.to_string()),
         CoreError::AlreadyRunning(_) => StateError::new_err(e.to_string()),
     }
@@ -334,6 +344,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(init_logging, m)?)?;
     m.add("SluicegateError", py.get_type::<SluicegateError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;
+    m.add("StaleConfigError", py.get_type::<StaleConfigError>())?;
     m.add("StartError", py.get_type::<StartError>())?;
     m.add("StateError", py.get_type::<StateError>())?;
     m.add("UsageError", py.get_type::<UsageError>())?;

@@ -6,7 +6,14 @@ class SluicegateError(Exception):
     """Base class of every error the core raises."""
 
 class ConfigError(SluicegateError):
-    """A config snapshot was refused; the previous one stays in force."""
+    """A config snapshot was refused; the previous one stays in force.
+
+    `args` is `(message, path, detail)` for a field at fault (`path` like
+    `pools[0].timeouts.total_ms`), or `(message,)` for a stale version.
+    """
+
+class StaleConfigError(ConfigError):
+    """The snapshot's version is older than the one in force."""
 
 class StartError(SluicegateError):
     """A server could not start (address in use, bad address)."""
