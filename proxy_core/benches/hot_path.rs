@@ -17,16 +17,13 @@ const PEPPER: &str = "bench-pepper-0123456789abcdef";
 
 fn key_lookup(c: &mut Criterion) {
     let hasher = KeyHasher::new(PEPPER.as_bytes()).expect("hmac");
-    let secrets: Vec<String> = (0..10_000)
-        .map(|_| auth::generate().expect("random"))
-        .collect();
+    let secrets: Vec<String> = (0..10_000).map(|_| auth::generate().expect("random")).collect();
     let keys: Vec<serde_json::Value> = secrets
         .iter()
         .enumerate()
         .map(|(i, s)| serde_json::json!({"id": format!("k{i}"), "tenant_id": "t", "hash": hex_digest(&hasher.hash(s)), "prefix": auth::public_prefix(s)}))
         .collect();
-    let payload =
-        serde_json::json!({"auth": {"key_pepper": PEPPER}, "tenants": [{"id": "t"}], "keys": keys});
+    let payload = serde_json::json!({"auth": {"key_pepper": PEPPER}, "tenants": [{"id": "t"}], "keys": keys});
     let registry = Registry::new(Arc::new(Metrics::default()));
     let snapshot = config::load(1, payload.to_string().as_bytes(), &registry).expect("config");
     let mut i = 0;
@@ -36,12 +33,7 @@ fn key_lookup(c: &mut Criterion) {
             let secret = &secrets[i];
             assert!(auth::well_formed(secret));
             let digest = snapshot.hasher.hash(secret);
-            black_box(
-                snapshot
-                    .keys
-                    .get(&digest)
-                    .is_some_and(|k| auth::digest_eq(&k.hash, &digest)),
-            )
+            black_box(snapshot.keys.get(&digest).is_some_and(|k| auth::digest_eq(&k.hash, &digest)))
         })
     });
 }
@@ -51,34 +43,19 @@ fn sse_tap(c: &mut Criterion) {
         b"data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1796000000,\"model\":\"sim\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" sluice\"},\"finish_reason\":null}],\"usage\":null}\n\n",
     );
     let mut tap = SseTap::new(Flavor::OpenAi, true);
-    c.bench_function("sse tap (one OpenAI chunk)", |b| {
-        b.iter(|| black_box(tap.feed(chunk.clone())))
-    });
+    c.bench_function("sse tap (one OpenAI chunk)", |b| b.iter(|| black_box(tap.feed(chunk.clone()))));
 }
 
 fn bucket_check(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
     let _guard = runtime.enter();
-    let states: Vec<Arc<LimitState>> = (0..10_000)
-        .map(|_| Arc::new(LimitState::default()))
-        .collect();
-    let limits = Limits {
-        rpm: Some(1_000_000_000),
-        tpm: Some(1_000_000_000),
-        ..Limits::default()
-    };
+    let states: Vec<Arc<LimitState>> = (0..10_000).map(|_| Arc::new(LimitState::default())).collect();
+    let limits = Limits { rpm: Some(1_000_000_000), tpm: Some(1_000_000_000), ..Limits::default() };
     let mut i = 0;
     c.bench_function("limiter check: RPM + TPM charge over 10k keys", |b| {
         b.iter(|| {
             i = (i + 1) % states.len();
-            let scopes = [Scope {
-                name: "key",
-                limits: &limits,
-                state: &states[i],
-            }];
+            let scopes = [Scope { name: "key", limits: &limits, state: &states[i] }];
             black_box(limits::admit(&scopes, 500).is_ok())
         })
     });
@@ -92,14 +69,7 @@ fn lane_push_pop(c: &mut Criterion) {
         b.iter(|| {
             id += 1;
             let (tx, _rx) = tokio::sync::oneshot::channel();
-            lanes.push(
-                0,
-                Waiter {
-                    id,
-                    tenant: tenant.clone(),
-                    tx,
-                },
-            );
+            lanes.push(0, Waiter { id, tenant: tenant.clone(), tx });
             black_box(lanes.pop_next([8, 1]).is_some())
         })
     });

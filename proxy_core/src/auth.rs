@@ -147,10 +147,7 @@ mod tests {
         // RFC 4231 test case 2.
         let hasher = KeyHasher::new(b"Jefe").unwrap();
         let digest = hasher.hash("what do ya want for nothing?");
-        assert_eq!(
-            hex_digest(&digest),
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
+        assert_eq!(hex_digest(&digest), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
         assert_eq!(parse_hex_digest(&hex_digest(&digest)), Some(digest));
         assert!(digest_eq(&digest, &digest));
         assert_eq!(parse_hex_digest("zz"), None);

@@ -70,19 +70,14 @@ impl Core {
         }
         self.shared.set_draining(false);
         let shared = self.shared.clone();
-        let served = Served::start(
-            self.workers,
-            "sluicegate-core",
-            listen,
-            move |listener, stop| async move {
-                let settings = shared.settings.conn.clone();
-                let counters = shared.metrics.global.connections.clone();
-                // Health checks live and die with the runtime.
-                tokio::spawn(crate::routing::health_check::run(shared.clone()));
-                let handler = move |req| proxy::handle(shared.clone(), req);
-                server::serve(listener, settings, counters, handler, stop).await
-            },
-        )?;
+        let served = Served::start(self.workers, "sluicegate-core", listen, move |listener, stop| async move {
+            let settings = shared.settings.conn.clone();
+            let counters = shared.metrics.global.connections.clone();
+            // Health checks live and die with the runtime.
+            tokio::spawn(crate::routing::health_check::run(shared.clone()));
+            let handler = move |req| proxy::handle(shared.clone(), req);
+            server::serve(listener, settings, counters, handler, stop).await
+        })?;
         tracing::info!(addr = %served.addr, "data plane listening");
         let addr = served.addr;
         *running = Some(served);
@@ -90,22 +85,14 @@ impl Core {
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .map(|r| r.addr)
+        self.running.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(|r| r.addr)
     }
 
     /// Stop accepting, let in-flight requests finish within `grace`, then drop what remains
     /// (each dropped request still emits its usage event) and join the runtime's threads.
     /// Stopping a stopped core does nothing.
     pub fn stop(&self, grace: Duration) {
-        let taken = self
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let taken = self.running.lock().unwrap_or_else(PoisonError::into_inner).take();
         let Some(running) = taken else {
             return;
         };
@@ -130,10 +117,7 @@ impl Core {
         if let Some(current) = self.config_version() {
             if version < current {
                 global.config_rejected.fetch_add(1, Ordering::Relaxed);
-                return Err(CoreError::StaleConfig {
-                    offered: version,
-                    current,
-                });
+                return Err(CoreError::StaleConfig { offered: version, current });
             }
         }
         match config::load(version, payload, &self.shared.registry) {
@@ -151,15 +135,8 @@ impl Core {
 
     /// Force a pool member out for `length` (zero ends the drill). `Err` names what is unknown.
     pub fn drill_member(&self, pool: &str, member: &str, length: Duration) -> Result<(), String> {
-        let snapshot = self
-            .shared
-            .config
-            .load_full()
-            .ok_or("no configuration yet")?;
-        let pool = snapshot
-            .pools
-            .get(pool)
-            .ok_or_else(|| format!("unknown pool {pool:?}"))?;
+        let snapshot = self.shared.config.load_full().ok_or("no configuration yet")?;
+        let pool = snapshot.pools.get(pool).ok_or_else(|| format!("unknown pool {pool:?}"))?;
         let member = pool
             .members
             .iter()
@@ -171,15 +148,8 @@ impl Core {
 
     /// Force a whole pool out for `length` (zero ends the drill): its routes fall back.
     pub fn drill_pool(&self, pool: &str, length: Duration) -> Result<(), String> {
-        let snapshot = self
-            .shared
-            .config
-            .load_full()
-            .ok_or("no configuration yet")?;
-        let pool = snapshot
-            .pools
-            .get(pool)
-            .ok_or_else(|| format!("unknown pool {pool:?}"))?;
+        let snapshot = self.shared.config.load_full().ok_or("no configuration yet")?;
+        let pool = snapshot.pools.get(pool).ok_or_else(|| format!("unknown pool {pool:?}"))?;
         pool.state.drill(length);
         Ok(())
     }
@@ -203,8 +173,7 @@ impl Core {
             "Version of the config snapshot in force (0 before the first).",
             self.config_version().unwrap_or(0) as f64,
         ));
-        serde_json::to_string(&MetricsView { families })
-            .unwrap_or_else(|_| "{\"families\":[]}".into())
+        serde_json::to_string(&MetricsView { families }).unwrap_or_else(|_| "{\"families\":[]}".into())
     }
 }
 

@@ -51,13 +51,8 @@ impl FromStr for Dist {
     fn from_str(s: &str) -> Result<Self, String> {
         let parts: Vec<&str> = s.split(':').collect();
         let num = |i: usize| -> Result<f64, String> {
-            let text = parts
-                .get(i)
-                .ok_or_else(|| format!("{s:?}: missing parameter {i}"))?;
-            let v: f64 = text
-                .trim()
-                .parse()
-                .map_err(|_| format!("{s:?}: {text:?} is not a number"))?;
+            let text = parts.get(i).ok_or_else(|| format!("{s:?}: missing parameter {i}"))?;
+            let v: f64 = text.trim().parse().map_err(|_| format!("{s:?}: {text:?} is not a number"))?;
             if !v.is_finite() || v < 0.0 {
                 return Err(format!("{s:?}: parameters must be finite and non-negative"));
             }
@@ -85,17 +80,11 @@ impl FromStr for Dist {
             }
             "normal" => {
                 arity(2)?;
-                Dist::Normal {
-                    mean: num(1)?,
-                    sd: num(2)?,
-                }
+                Dist::Normal { mean: num(1)?, sd: num(2)? }
             }
             "lognormal" => {
                 arity(2)?;
-                Dist::LogNormal {
-                    median: num(1)?,
-                    sigma: num(2)?,
-                }
+                Dist::LogNormal { median: num(1)?, sigma: num(2)? }
             }
             "exp" => {
                 arity(1)?;
@@ -103,9 +92,7 @@ impl FromStr for Dist {
             }
             _ if parts.len() == 1 => Dist::Fixed(num(0)?),
             other => {
-                return Err(format!(
-                    "{s:?}: unknown distribution {other:?} (fixed, uniform, normal, lognormal, exp)"
-                ))
+                return Err(format!("{s:?}: unknown distribution {other:?} (fixed, uniform, normal, lognormal, exp)"))
             }
         };
         Ok(dist)
@@ -131,10 +118,7 @@ mod tests {
     #[test]
     fn parses_every_form_and_rejects_nonsense() {
         assert_eq!("5".parse::<Dist>().unwrap(), Dist::Fixed(5.0));
-        assert_eq!(
-            "uniform:1:3".parse::<Dist>().unwrap(),
-            Dist::Uniform { lo: 1.0, hi: 3.0 }
-        );
+        assert_eq!("uniform:1:3".parse::<Dist>().unwrap(), Dist::Uniform { lo: 1.0, hi: 3.0 });
         assert!("uniform:3:1".parse::<Dist>().is_err());
         assert!("lognormal:1".parse::<Dist>().is_err());
         assert!("gamma:1:2".parse::<Dist>().is_err());

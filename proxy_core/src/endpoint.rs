@@ -18,13 +18,8 @@ pub enum Flavor {
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 5] = [
-        Endpoint::ChatCompletions,
-        Endpoint::Completions,
-        Endpoint::Embeddings,
-        Endpoint::Messages,
-        Endpoint::Models,
-    ];
+    pub const ALL: [Endpoint; 5] =
+        [Endpoint::ChatCompletions, Endpoint::Completions, Endpoint::Embeddings, Endpoint::Messages, Endpoint::Models];
 
     /// Resolve a request path; `None` for paths we do not serve.
     pub fn from_path(path: &str) -> Option<Endpoint> {
@@ -79,9 +74,6 @@ impl Endpoint {
 
     /// Whether the endpoint can stream server-sent events.
     pub fn can_stream(self) -> bool {
-        matches!(
-            self,
-            Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Messages
-        )
+        matches!(self, Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Messages)
     }
 }

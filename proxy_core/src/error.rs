@@ -117,12 +117,7 @@ impl ErrorKind {
     /// Whether a failed attempt of this kind may be retried on another upstream. Only faults that
     /// happened before the upstream could have acted on the request qualify.
     pub fn retry_safe(self) -> bool {
-        matches!(
-            self,
-            ErrorKind::UpstreamConnect
-                | ErrorKind::UpstreamConnectTimeout
-                | ErrorKind::NoHealthyUpstream
-        )
+        matches!(self, ErrorKind::UpstreamConnect | ErrorKind::UpstreamConnectTimeout | ErrorKind::NoHealthyUpstream)
     }
 }
 
@@ -200,21 +195,14 @@ mod tests {
 
     #[test]
     fn kinds_map_to_the_documented_answers() {
-        assert_eq!(
-            ErrorKind::TpmExceeded.status(),
-            StatusCode::TOO_MANY_REQUESTS
-        );
+        assert_eq!(ErrorKind::TpmExceeded.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(ErrorKind::TpmExceeded.code(), "rate_limit_exceeded");
         assert_eq!(ErrorKind::TpmExceeded.reason(), "tpm");
         assert_eq!(ErrorKind::QueueFull.code(), "overloaded");
         assert_eq!(ErrorKind::UpstreamTimeout.origin(), Origin::Upstream);
         assert!(GatewayError::new(ErrorKind::InsufficientQuota, "x").no_retry);
-        let reasons: std::collections::HashSet<_> =
-            ErrorKind::ALL.iter().map(|k| k.reason()).collect();
+        let reasons: std::collections::HashSet<_> = ErrorKind::ALL.iter().map(|k| k.reason()).collect();
         assert_eq!(reasons.len(), ErrorKind::ALL.len(), "reasons are distinct");
-        assert!(ErrorKind::ALL
-            .iter()
-            .enumerate()
-            .all(|(i, k)| k.index() == i));
+        assert!(ErrorKind::ALL.iter().enumerate().all(|(i, k)| k.index() == i));
     }
 }

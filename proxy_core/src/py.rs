@@ -16,36 +16,16 @@ use crate::proxy::ServerSettings;
 use crate::server::ConnSettings;
 use crate::sim::{SimArgs, Simulator};
 
-create_exception!(
-    _core,
-    SluicegateError,
-    PyException,
-    "Base class of every error the core raises."
-);
+create_exception!(_core, SluicegateError, PyException, "Base class of every error the core raises.");
 create_exception!(
     _core,
     ConfigError,
     SluicegateError,
     "A config snapshot was refused; the previous one stays in force."
 );
-create_exception!(
-    _core,
-    StaleConfigError,
-    ConfigError,
-    "The snapshot's version is older than the one in force."
-);
-create_exception!(
-    _core,
-    StartError,
-    SluicegateError,
-    "A server could not start (address in use, bad address)."
-);
-create_exception!(
-    _core,
-    StateError,
-    SluicegateError,
-    "The call does not fit the object's state (already running)."
-);
+create_exception!(_core, StaleConfigError, ConfigError, "The snapshot's version is older than the one in force.");
+create_exception!(_core, StartError, SluicegateError, "A server could not start (address in use, bad address).");
+create_exception!(_core, StateError, SluicegateError, "The call does not fit the object's state (already running).");
 create_exception!(
     _core,
     UsageError,
@@ -56,9 +36,7 @@ create_exception!(
 fn core_error(e: CoreError) -> PyErr {
     match e {
         // args: (message, path of the field at fault, what is wrong with it)
-        CoreError::Config(ref c) => {
-            ConfigError::new_err((e.to_string(), c.path.clone(), c.message.clone()))
-        }
+        CoreError::Config(ref c) => ConfigError::new_err((e.to_string(), c.path.clone(), c.message.clone())),
         CoreError::StaleConfig { .. } => StaleConfigError::new_err(e.to_string()),
         CoreError::Start(_) => StartError::new_err(e.to_string()),
         CoreError::AlreadyRunning(_) => StateError::new_err(e.to_string()),
@@ -72,9 +50,7 @@ fn usage_error(e: clap::Error) -> PyErr {
 
 fn seconds_arg(value: f64, name: &str) -> PyResult<Duration> {
     Duration::try_from_secs_f64(value).map_err(|_| {
-        pyo3::exceptions::PyValueError::new_err(format!(
-            "{name} must be a non-negative number of seconds"
-        ))
+        pyo3::exceptions::PyValueError::new_err(format!("{name} must be a non-negative number of seconds"))
     })
 }
 
@@ -113,18 +89,14 @@ impl PyCore {
                 usage_backlog_limit,
             },
         };
-        Ok(Self {
-            inner: Arc::new(Core::new(options)),
-        })
+        Ok(Self { inner: Arc::new(Core::new(options)) })
     }
 
     /// Bind `listen_addr` ("host:port"; port 0 picks one) and serve. Returns the bound address.
     fn start(&self, py: Python<'_>, listen_addr: &str) -> PyResult<String> {
         let core = self.inner.clone();
         let listen = listen_addr.to_string();
-        py.detach(move || core.start(&listen))
-            .map(|addr| addr.to_string())
-            .map_err(core_error)
+        py.detach(move || core.start(&listen)).map(|addr| addr.to_string()).map_err(core_error)
     }
 
     /// Stop accepting, let in-flight requests finish within the grace period, then join every
@@ -142,25 +114,20 @@ impl PyCore {
     fn apply_config(&self, py: Python<'_>, version: u64, payload: &str) -> PyResult<u64> {
         let core = self.inner.clone();
         let payload = payload.as_bytes().to_vec();
-        py.detach(move || core.apply_config(version, &payload))
-            .map_err(core_error)
+        py.detach(move || core.apply_config(version, &payload)).map_err(core_error)
     }
 
     /// Force a pool member out for `seconds` (0 ends the drill). Raises ValueError for an
     /// unknown pool or member.
     fn drill_member(&self, pool: &str, member: &str, seconds: f64) -> PyResult<()> {
         let length = seconds_arg(seconds, "seconds")?;
-        self.inner
-            .drill_member(pool, member, length)
-            .map_err(pyo3::exceptions::PyValueError::new_err)
+        self.inner.drill_member(pool, member, length).map_err(pyo3::exceptions::PyValueError::new_err)
     }
 
     /// Force a whole pool out for `seconds` (0 ends the drill); its routes fall back.
     fn drill_pool(&self, pool: &str, seconds: f64) -> PyResult<()> {
         let length = seconds_arg(seconds, "seconds")?;
-        self.inner
-            .drill_pool(pool, length)
-            .map_err(pyo3::exceptions::PyValueError::new_err)
+        self.inner.drill_pool(pool, length).map_err(pyo3::exceptions::PyValueError::new_err)
     }
 
     /// Every metric as JSON: {"families": [{name, type, help, labels, samples}]}.
@@ -209,14 +176,9 @@ impl PySimulator {
     #[new]
     fn new(py: Python<'_>, args: Vec<String>) -> PyResult<Self> {
         let parsed = SimArgs::parse_from_args(&args).map_err(usage_error)?;
-        let sim = py
-            .detach(move || Simulator::start(parsed))
-            .map_err(|e| StartError::new_err(e.to_string()))?;
+        let sim = py.detach(move || Simulator::start(parsed)).map_err(|e| StartError::new_err(e.to_string()))?;
         let address = sim.addr().to_string();
-        Ok(Self {
-            inner: Mutex::new(Some(sim)),
-            address,
-        })
+        Ok(Self { inner: Mutex::new(Some(sim)), address })
     }
 
     #[getter]
@@ -228,11 +190,7 @@ impl PySimulator {
     #[pyo3(signature = (grace_seconds=5.0))]
     fn stop(&self, py: Python<'_>, grace_seconds: f64) -> PyResult<()> {
         let grace = seconds_arg(grace_seconds, "grace_seconds")?;
-        let sim = self
-            .inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let sim = self.inner.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(sim) = sim {
             py.detach(move || sim.stop(grace));
         }
@@ -253,21 +211,14 @@ fn run_bench(py: Python<'_>, args: Vec<String>) -> PyResult<(String, String)> {
         .spawn(move || {
             let _ = tx.send(loadgen::run(parsed, flag));
         })
-        .map_err(|e| {
-            SluicegateError::new_err(format!("could not start the load generator: {e}"))
-        })?;
+        .map_err(|e| SluicegateError::new_err(format!("could not start the load generator: {e}")))?;
     // `Receiver` is not `Sync`; the mutex lets the detached closure borrow it.
     let rx = Mutex::new(rx);
-    let wait = |timeout: Duration| {
-        rx.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .recv_timeout(timeout)
-    };
+    let wait = |timeout: Duration| rx.lock().unwrap_or_else(PoisonError::into_inner).recv_timeout(timeout);
     loop {
         match py.detach(|| wait(Duration::from_millis(100))) {
             Ok(Ok(report)) => {
-                let json = serde_json::to_string(&report)
-                    .map_err(|e| SluicegateError::new_err(e.to_string()))?;
+                let json = serde_json::to_string(&report).map_err(|e| SluicegateError::new_err(e.to_string()))?;
                 return Ok((json, report.table()));
             }
             Ok(Err(message)) => return Err(UsageError::new_err((message, 2))),
@@ -279,9 +230,7 @@ fn run_bench(py: Python<'_>, args: Vec<String>) -> PyResult<(String, String)> {
                 }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(SluicegateError::new_err(
-                    "the load generator stopped unexpectedly",
-                ))
+                return Err(SluicegateError::new_err("the load generator stopped unexpectedly"))
             }
         }
     }
@@ -319,14 +268,8 @@ fn api_key_prefix(key: &str) -> String {
 fn init_logging(level: &str, json: bool) -> PyResult<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let result = if json {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let result = if json { builder.json().try_init() } else { builder.try_init() };
     result.map_err(|e| StateError::new_err(format!("logging already initialised: {e}")))
 }
 

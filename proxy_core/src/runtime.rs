@@ -15,10 +15,7 @@ pub enum StartError {
     #[error("invalid listen address {0:?}")]
     InvalidAddress(String),
     #[error("could not listen on {addr}: {source}")]
-    Bind {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
+    Bind { addr: SocketAddr, source: std::io::Error },
     #[error("could not start the runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -30,10 +27,7 @@ pub fn resolve(addr: &str) -> Result<SocketAddr, StartError> {
         .ok_or_else(|| StartError::InvalidAddress(addr.to_string()))
 }
 
-pub fn build_runtime(
-    workers: usize,
-    thread_name: &str,
-) -> Result<tokio::runtime::Runtime, StartError> {
+pub fn build_runtime(workers: usize, thread_name: &str) -> Result<tokio::runtime::Runtime, StartError> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all().thread_name(thread_name);
     if workers > 0 {
@@ -51,12 +45,7 @@ pub struct Served {
 
 impl Served {
     /// Bind `listen` and spawn `serve(listener, stop)` on a fresh runtime.
-    pub fn start<F, Fut>(
-        workers: usize,
-        thread_name: &str,
-        listen: &str,
-        serve: F,
-    ) -> Result<Served, StartError>
+    pub fn start<F, Fut>(workers: usize, thread_name: &str, listen: &str, serve: F) -> Result<Served, StartError>
     where
         F: FnOnce(TcpListener, StopSignal) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
@@ -72,12 +61,7 @@ impl Served {
         };
         let (stop, stop_rx) = watch::channel(None);
         let task = runtime.spawn(serve(listener, stop_rx));
-        Ok(Served {
-            runtime,
-            stop,
-            task,
-            addr: bound,
-        })
+        Ok(Served { runtime, stop, task, addr: bound })
     }
 
     /// Run a future on this server's runtime from outside it.

@@ -28,11 +28,7 @@ pub struct ConnSettings {
 
 impl Default for ConnSettings {
     fn default() -> Self {
-        Self {
-            header_read_timeout: Duration::from_secs(5),
-            max_connections: 25_000,
-            h2_max_concurrent_streams: 100,
-        }
+        Self { header_read_timeout: Duration::from_secs(5), max_connections: 25_000, h2_max_concurrent_streams: 100 }
     }
 }
 
@@ -58,11 +54,7 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
 
 fn builder(settings: &ConnSettings) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(settings.header_read_timeout)
-        .keep_alive(true);
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(settings.header_read_timeout).keep_alive(true);
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -112,9 +104,7 @@ pub async fn serve<H, Fut, B>(
         let _ = stream.set_nodelay(true);
         counters.accepted.fetch_add(1, Ordering::Relaxed);
         counters.open.fetch_add(1, Ordering::Relaxed);
-        let connection = builder
-            .serve_connection(TokioIo::new(stream), service_fn(handler.clone()))
-            .into_owned();
+        let connection = builder.serve_connection(TokioIo::new(stream), service_fn(handler.clone())).into_owned();
         let watched = graceful.watch(connection);
         let counters = counters.clone();
         tokio::spawn(async move {

@@ -51,24 +51,15 @@ impl<'de> Visitor<'de> for MeasureVisitor {
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<TextMeasure, E> {
-        Ok(TextMeasure {
-            chars: v.chars().count() as u64,
-            token_ids: 0,
-        })
+        Ok(TextMeasure { chars: v.chars().count() as u64, token_ids: 0 })
     }
 
     fn visit_u64<E: de::Error>(self, _: u64) -> Result<TextMeasure, E> {
-        Ok(TextMeasure {
-            chars: 0,
-            token_ids: 1,
-        })
+        Ok(TextMeasure { chars: 0, token_ids: 1 })
     }
 
     fn visit_i64<E: de::Error>(self, _: i64) -> Result<TextMeasure, E> {
-        Ok(TextMeasure {
-            chars: 0,
-            token_ids: 1,
-        })
+        Ok(TextMeasure { chars: 0, token_ids: 1 })
     }
 
     fn visit_f64<E: de::Error>(self, _: f64) -> Result<TextMeasure, E> {
@@ -121,13 +112,7 @@ mod tests {
                  {"type":"image_url","image_url":{"url":"data:AAAAAAAAAAAAAAAA"}}]}]"#,
         )
         .unwrap();
-        assert_eq!(
-            m,
-            TextMeasure {
-                chars: 6,
-                token_ids: 0
-            }
-        );
+        assert_eq!(m, TextMeasure { chars: 6, token_ids: 0 });
         assert_eq!(m.tokens(), 2);
     }
 

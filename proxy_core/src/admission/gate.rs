@@ -106,20 +106,14 @@ impl PoolGate {
                 self.inflight.fetch_add(1, Ordering::AcqRel);
                 true
             }
-            Some(max) => self
-                .inflight
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < max).then_some(n + 1)
-                })
-                .is_ok(),
+            Some(max) => {
+                self.inflight.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1)).is_ok()
+            }
         }
     }
 
     fn permit(self: &Arc<Self>) -> Permit {
-        Permit {
-            gate: Some(self.clone()),
-            since: Instant::now(),
-        }
+        Permit { gate: Some(self.clone()), since: Instant::now() }
     }
 
     /// Estimated wait for the `position`-th waiter (0-based) at the recent service rate.
@@ -151,15 +145,9 @@ impl PoolGate {
 
     fn release(self: &Arc<Self>, held: Duration) {
         let sample = u64::try_from(held.as_micros()).unwrap_or(u64::MAX);
-        let _ = self
-            .hold_ewma_us
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
-                Some(if old == 0 {
-                    sample
-                } else {
-                    old - old / 8 + sample / 8
-                })
-            });
+        let _ = self.hold_ewma_us.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+            Some(if old == 0 { sample } else { old - old / 8 + sample / 8 })
+        });
         self.inflight.fetch_sub(1, Ordering::AcqRel);
         if self.queued.load(Ordering::Acquire) > 0 {
             let mut lanes = self.lock();
@@ -190,10 +178,7 @@ impl PoolGate {
         if position >= lane_config.max_depth {
             return Err(GatewayError::new(
                 ErrorKind::QueueFull,
-                format!(
-                    "the {} queue of this model is full; try again shortly",
-                    priority.as_str()
-                ),
+                format!("the {} queue of this model is full; try again shortly", priority.as_str()),
             )
             .with_retry_after(self.retry_after(position)));
         }
@@ -201,10 +186,7 @@ impl PoolGate {
         if lanes.tenant_depth(lane, tenant) >= share {
             return Err(GatewayError::new(
                 ErrorKind::TenantShareExceeded,
-                format!(
-                    "this tenant already holds its share ({share}) of the {} queue",
-                    priority.as_str()
-                ),
+                format!("this tenant already holds its share ({share}) of the {} queue", priority.as_str()),
             )
             .with_retry_after(self.retry_after(position)));
         }
@@ -223,24 +205,10 @@ impl PoolGate {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        lanes.push(
-            lane,
-            Waiter {
-                id,
-                tenant: tenant.clone(),
-                tx,
-            },
-        );
+        lanes.push(lane, Waiter { id, tenant: tenant.clone(), tx });
         self.queued.fetch_add(1, Ordering::AcqRel);
         self.depth[lane].fetch_add(1, Ordering::AcqRel);
-        Ok(Entry::Queued(Ticket {
-            gate: self.clone(),
-            lane,
-            id,
-            rx,
-            give_up_at,
-            deadline_bound,
-        }))
+        Ok(Entry::Queued(Ticket { gate: self.clone(), lane, id, rx, give_up_at, deadline_bound }))
     }
 }
 
@@ -249,10 +217,7 @@ impl Ticket {
     pub async fn wait(mut self) -> Result<Permit, GatewayError> {
         match tokio::time::timeout_at(self.give_up_at, &mut self.rx).await {
             Ok(Ok(permit)) => Ok(permit),
-            Ok(Err(_)) => Err(GatewayError::new(
-                ErrorKind::Internal,
-                "the admission queue dropped a waiter",
-            )),
+            Ok(Err(_)) => Err(GatewayError::new(ErrorKind::Internal, "the admission queue dropped a waiter")),
             Err(_) => {
                 if let Some(permit) = self.leave() {
                     return Ok(permit); // served at the last moment
@@ -260,15 +225,9 @@ impl Ticket {
                 let gate = &self.gate;
                 let position = gate.depth[self.lane].load(Ordering::Relaxed) as usize;
                 let (kind, message) = if self.deadline_bound {
-                    (
-                        ErrorKind::DeadlineExceeded,
-                        "the request's deadline passed while it waited in the queue",
-                    )
+                    (ErrorKind::DeadlineExceeded, "the request's deadline passed while it waited in the queue")
                 } else {
-                    (
-                        ErrorKind::QueueTimeout,
-                        "the request waited in the queue for the longest time allowed",
-                    )
+                    (ErrorKind::QueueTimeout, "the request waited in the queue for the longest time allowed")
                 };
                 Err(GatewayError::new(kind, message).with_retry_after(gate.retry_after(position)))
             }

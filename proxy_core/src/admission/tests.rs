@@ -12,16 +12,8 @@ use crate::error::ErrorKind;
 fn config(max_inflight: u32, depth: usize) -> AdmissionConfig {
     AdmissionConfig {
         max_inflight: Some(max_inflight),
-        interactive: LaneConfig {
-            max_depth: depth,
-            max_wait_ms: 10_000,
-            weight: 3,
-        },
-        batch: LaneConfig {
-            max_depth: depth,
-            max_wait_ms: 10_000,
-            weight: 1,
-        },
+        interactive: LaneConfig { max_depth: depth, max_wait_ms: 10_000, weight: 3 },
+        batch: LaneConfig { max_depth: depth, max_wait_ms: 10_000, weight: 1 },
         tenant_share: 1.0,
         keepalive_ms: 1000,
     }
@@ -66,11 +58,7 @@ async fn free_slots_admit_at_once_then_requests_queue_in_order() {
     let _b = admitted(gate.enter(Priority::Interactive, &t, None).unwrap());
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     for label in ["first", "second", "third"] {
-        spawn_waiter(
-            queued(gate.enter(Priority::Interactive, &t, None).unwrap()),
-            label,
-            tx.clone(),
-        );
+        spawn_waiter(queued(gate.enter(Priority::Interactive, &t, None).unwrap()), label, tx.clone());
         tokio::task::yield_now().await;
     }
     assert_eq!(gate.depth(Priority::Interactive), 3);
@@ -90,18 +78,10 @@ async fn interactive_goes_first_and_batch_gets_its_weight() {
     let holder = admitted(gate.enter(Priority::Interactive, &t, None).unwrap());
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     for _ in 0..8 {
-        spawn_waiter(
-            queued(gate.enter(Priority::Batch, &t, None).unwrap()),
-            "batch",
-            tx.clone(),
-        );
+        spawn_waiter(queued(gate.enter(Priority::Batch, &t, None).unwrap()), "batch", tx.clone());
     }
     for _ in 0..8 {
-        spawn_waiter(
-            queued(gate.enter(Priority::Interactive, &t, None).unwrap()),
-            "interactive",
-            tx.clone(),
-        );
+        spawn_waiter(queued(gate.enter(Priority::Interactive, &t, None).unwrap()), "interactive", tx.clone());
     }
     tokio::task::yield_now().await;
     drop(holder);
@@ -114,16 +94,7 @@ async fn interactive_goes_first_and_batch_gets_its_weight() {
     // Weights 3:1 while both lanes wait: three interactive for every batch, interactive first.
     assert_eq!(
         order,
-        [
-            "interactive",
-            "interactive",
-            "batch",
-            "interactive",
-            "interactive",
-            "interactive",
-            "batch",
-            "interactive"
-        ]
+        ["interactive", "interactive", "batch", "interactive", "interactive", "interactive", "batch", "interactive"]
     );
 }
 
@@ -136,18 +107,12 @@ async fn a_full_lane_and_a_tenant_over_its_share_are_refused_at_once() {
     let _holder = admitted(gate.enter(Priority::Interactive, &greedy, None).unwrap());
     let _g1 = queued(gate.enter(Priority::Interactive, &greedy, None).unwrap());
     let _g2 = queued(gate.enter(Priority::Interactive, &greedy, None).unwrap());
-    let over = gate
-        .enter(Priority::Interactive, &greedy, None)
-        .err()
-        .unwrap();
+    let over = gate.enter(Priority::Interactive, &greedy, None).err().unwrap();
     assert_eq!(over.kind, ErrorKind::TenantShareExceeded);
     assert!(over.retry_after.is_some());
     let _p1 = queued(gate.enter(Priority::Interactive, &polite, None).unwrap());
     let _p2 = queued(gate.enter(Priority::Interactive, &polite, None).unwrap());
-    let full = gate
-        .enter(Priority::Interactive, &tenant("third"), None)
-        .err()
-        .unwrap();
+    let full = gate.enter(Priority::Interactive, &tenant("third"), None).err().unwrap();
     assert_eq!(full.kind, ErrorKind::QueueFull);
     // Another lane has its own room.
     let _batch = queued(gate.enter(Priority::Batch, &greedy, None).unwrap());
@@ -161,22 +126,11 @@ async fn waits_end_at_the_lane_limit_or_the_deadline_and_never_reach_upstream() 
     let t = tenant("t");
     let _holder = admitted(gate.enter(Priority::Interactive, &t, None).unwrap());
     let start = Instant::now();
-    let lane_timeout = queued(gate.enter(Priority::Interactive, &t, None).unwrap())
-        .wait()
-        .await
-        .err()
-        .unwrap();
+    let lane_timeout = queued(gate.enter(Priority::Interactive, &t, None).unwrap()).wait().await.err().unwrap();
     assert_eq!(lane_timeout.kind, ErrorKind::QueueTimeout);
     assert_eq!(start.elapsed(), Duration::from_millis(500));
     let deadline = Instant::now() + Duration::from_millis(200);
-    let dropped = queued(
-        gate.enter(Priority::Interactive, &t, Some(deadline))
-            .unwrap(),
-    )
-    .wait()
-    .await
-    .err()
-    .unwrap();
+    let dropped = queued(gate.enter(Priority::Interactive, &t, Some(deadline)).unwrap()).wait().await.err().unwrap();
     assert_eq!(dropped.kind, ErrorKind::DeadlineExceeded);
     assert_eq!(gate.depth(Priority::Interactive), 0);
     assert_eq!(gate.inflight(), 1);
@@ -187,18 +141,13 @@ async fn a_wait_longer_than_the_deadline_is_refused_up_front() {
     let gate = Arc::new(PoolGate::new(config(1, 10)));
     let t = tenant("t");
     // Teach the gate that a request holds its slot for about a second.
-    drop(admitted(
-        gate.enter(Priority::Interactive, &t, None).unwrap(),
-    ));
+    drop(admitted(gate.enter(Priority::Interactive, &t, None).unwrap()));
     let held = admitted(gate.enter(Priority::Interactive, &t, None).unwrap());
     tokio::time::advance(Duration::from_secs(1)).await;
     drop(held);
     let _holder = admitted(gate.enter(Priority::Interactive, &t, None).unwrap());
     let soon = Instant::now() + Duration::from_millis(100);
-    let refused = gate
-        .enter(Priority::Interactive, &t, Some(soon))
-        .err()
-        .unwrap();
+    let refused = gate.enter(Priority::Interactive, &t, Some(soon)).err().unwrap();
     assert_eq!(refused.kind, ErrorKind::DeadlineExceeded);
 }
 
@@ -209,11 +158,7 @@ async fn a_client_that_leaves_frees_its_place() {
     let holder = admitted(gate.enter(Priority::Interactive, &t, None).unwrap());
     let leaver = queued(gate.enter(Priority::Interactive, &t, None).unwrap());
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    spawn_waiter(
-        queued(gate.enter(Priority::Interactive, &t, None).unwrap()),
-        "stayer",
-        tx,
-    );
+    spawn_waiter(queued(gate.enter(Priority::Interactive, &t, None).unwrap()), "stayer", tx);
     tokio::task::yield_now().await;
     drop(leaver);
     assert_eq!(gate.depth(Priority::Interactive), 1);
@@ -227,16 +172,8 @@ async fn reconfiguration_keeps_waiters_and_slots() {
     let t = tenant("t");
     let _holder = admitted(gate.enter(Priority::Interactive, &t, None).unwrap());
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    spawn_waiter(
-        queued(gate.enter(Priority::Interactive, &t, None).unwrap()),
-        "a",
-        tx.clone(),
-    );
-    spawn_waiter(
-        queued(gate.enter(Priority::Interactive, &t, None).unwrap()),
-        "b",
-        tx.clone(),
-    );
+    spawn_waiter(queued(gate.enter(Priority::Interactive, &t, None).unwrap()), "a", tx.clone());
+    spawn_waiter(queued(gate.enter(Priority::Interactive, &t, None).unwrap()), "b", tx.clone());
     tokio::task::yield_now().await;
     // More slots: the waiters are served at once, the holder keeps its slot.
     gate.reconfigure(config(3, 10));

@@ -10,13 +10,11 @@ use http::uri::Scheme;
 use http::{HeaderName, HeaderValue, Uri};
 
 use super::model::{
-    AdmissionConfig, ConfigPayload, EjectionConfig, HealthCheckConfig, Limits, MemberConfig,
-    PoolConfig, ProviderKind, RetryConfig, Timeouts,
+    AdmissionConfig, ConfigPayload, EjectionConfig, HealthCheckConfig, Limits, MemberConfig, PoolConfig, ProviderKind,
+    RetryConfig, Timeouts,
 };
 use super::registry::Lease;
-use super::snapshot::{
-    KeyEntry, Member, Pool, PoolTimeouts, Route, RouteLeg, Snapshot, TenantEntry,
-};
+use super::snapshot::{KeyEntry, Member, Pool, PoolTimeouts, Route, RouteLeg, Snapshot, TenantEntry};
 use crate::auth::{parse_hex_digest, KeyHasher};
 use crate::endpoint::Endpoint;
 use crate::proxy::upstream::ClientSettings;
@@ -30,10 +28,7 @@ pub struct ConfigError {
 }
 
 fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        path: path.into(),
-        message: message.into(),
-    }
+    ConfigError { path: path.into(), message: message.into() }
 }
 
 fn check_id(path: &str, id: &str) -> Result<(), ConfigError> {
@@ -43,16 +38,12 @@ fn check_id(path: &str, id: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-pub fn compile(
-    version: u64,
-    payload: &ConfigPayload,
-    lease: &mut Lease<'_>,
-) -> Result<Snapshot, ConfigError> {
+pub fn compile(version: u64, payload: &ConfigPayload, lease: &mut Lease<'_>) -> Result<Snapshot, ConfigError> {
     if payload.auth.key_pepper.len() < 16 {
         return Err(err("auth.key_pepper", "must be at least 16 bytes"));
     }
-    let hasher = KeyHasher::new(payload.auth.key_pepper.as_bytes())
-        .ok_or_else(|| err("auth.key_pepper", "refused by HMAC"))?;
+    let hasher =
+        KeyHasher::new(payload.auth.key_pepper.as_bytes()).ok_or_else(|| err("auth.key_pepper", "refused by HMAC"))?;
 
     let mut tenants: HashMap<Arc<str>, Arc<TenantEntry>> = HashMap::new();
     for (i, t) in payload.tenants.iter().enumerate() {
@@ -75,10 +66,7 @@ pub fn compile(
     for (i, p) in payload.pools.iter().enumerate() {
         let pool = compile_pool(&format!("pools[{i}]"), p, lease)?;
         if pools.insert(p.id.as_str(), Arc::new(pool)).is_some() {
-            return Err(err(
-                format!("pools[{i}].id"),
-                format!("duplicate pool id {:?}", p.id),
-            ));
+            return Err(err(format!("pools[{i}].id"), format!("duplicate pool id {:?}", p.id)));
         }
     }
 
@@ -93,26 +81,16 @@ pub fn compile(
         let mut chain = Vec::with_capacity(r.chain.len());
         for (j, target) in r.chain.iter().enumerate() {
             let tpath = format!("{path}.chain[{j}]");
-            let pool = pools.get(target.pool.as_str()).ok_or_else(|| {
-                err(
-                    format!("{tpath}.pool"),
-                    format!("unknown pool {:?}", target.pool),
-                )
-            })?;
+            let pool = pools
+                .get(target.pool.as_str())
+                .ok_or_else(|| err(format!("{tpath}.pool"), format!("unknown pool {:?}", target.pool)))?;
             if !seen.insert(target.pool.as_str()) {
-                return Err(err(
-                    format!("{tpath}.pool"),
-                    "pool listed twice in one chain",
-                ));
+                return Err(err(format!("{tpath}.pool"), "pool listed twice in one chain"));
             }
             check_id(&format!("{tpath}.model"), &target.model)?;
-            let model_json = serde_json::to_vec(&target.model)
-                .map_err(|e| err(format!("{tpath}.model"), e.to_string()))?;
-            let series = pool
-                .members
-                .iter()
-                .map(|m| lease.metrics().leg(&r.alias, &pool.id, &m.id))
-                .collect();
+            let model_json =
+                serde_json::to_vec(&target.model).map_err(|e| err(format!("{tpath}.model"), e.to_string()))?;
+            let series = pool.members.iter().map(|m| lease.metrics().leg(&r.alias, &pool.id, &m.id)).collect();
             chain.push(RouteLeg {
                 pool: pool.clone(),
                 upstream_model: Arc::from(target.model.as_str()),
@@ -124,16 +102,9 @@ pub fn compile(
             return Err(err(format!("{path}.max_output_tokens"), "must be positive"));
         }
         let alias: Arc<str> = Arc::from(r.alias.as_str());
-        let route = Arc::new(Route {
-            alias: alias.clone(),
-            chain,
-            max_output_tokens: r.max_output_tokens,
-        });
+        let route = Arc::new(Route { alias: alias.clone(), chain, max_output_tokens: r.max_output_tokens });
         if routes.insert(alias, route).is_some() {
-            return Err(err(
-                format!("{path}.alias"),
-                format!("duplicate route alias {:?}", r.alias),
-            ));
+            return Err(err(format!("{path}.alias"), format!("duplicate route alias {:?}", r.alias)));
         }
     }
 
@@ -143,28 +114,16 @@ pub fn compile(
         let path = format!("keys[{i}]");
         check_id(&format!("{path}.id"), &k.id)?;
         if !key_ids.insert(k.id.as_str()) {
-            return Err(err(
-                format!("{path}.id"),
-                format!("duplicate key id {:?}", k.id),
-            ));
+            return Err(err(format!("{path}.id"), format!("duplicate key id {:?}", k.id)));
         }
-        let hash = parse_hex_digest(&k.hash)
-            .ok_or_else(|| err(format!("{path}.hash"), "must be 64 hex characters"))?;
+        let hash = parse_hex_digest(&k.hash).ok_or_else(|| err(format!("{path}.hash"), "must be 64 hex characters"))?;
         let tenant = tenants
             .get(k.tenant_id.as_str())
-            .ok_or_else(|| {
-                err(
-                    format!("{path}.tenant_id"),
-                    format!("unknown tenant {:?}", k.tenant_id),
-                )
-            })?
+            .ok_or_else(|| err(format!("{path}.tenant_id"), format!("unknown tenant {:?}", k.tenant_id)))?
             .clone();
         if let Some(t) = k.expires_at {
             if !t.is_finite() {
-                return Err(err(
-                    format!("{path}.expires_at"),
-                    "must be a finite unix time",
-                ));
+                return Err(err(format!("{path}.expires_at"), "must be a finite unix time"));
             }
         }
         check_limits(&format!("{path}.limits"), &k.limits)?;
@@ -176,10 +135,7 @@ pub fn compile(
             tenant,
             status: k.status,
             expires_at: k.expires_at,
-            models: k
-                .models
-                .as_ref()
-                .map(|m| m.iter().map(|a| Arc::<str>::from(a.as_str())).collect()),
+            models: k.models.as_ref().map(|m| m.iter().map(|a| Arc::<str>::from(a.as_str())).collect()),
             priority: k.priority,
             limits: k.limits.clone(),
         });
@@ -197,39 +153,25 @@ pub fn compile(
         tenants,
         routes,
         route_aliases,
-        pools: pools
-            .into_iter()
-            .map(|(id, pool)| (Arc::<str>::from(id), pool))
-            .collect(),
+        pools: pools.into_iter().map(|(id, pool)| (Arc::<str>::from(id), pool)).collect(),
     })
 }
 
 fn check_limits(path: &str, l: &Limits) -> Result<(), ConfigError> {
-    for (name, value) in [
-        ("rpm", l.rpm),
-        ("tpm", l.tpm),
-        ("rpm_burst", l.rpm_burst),
-        ("tpm_burst", l.tpm_burst),
-    ] {
+    for (name, value) in [("rpm", l.rpm), ("tpm", l.tpm), ("rpm_burst", l.rpm_burst), ("tpm_burst", l.tpm_burst)] {
         if value == Some(0) {
             return Err(err(format!("{path}.{name}"), "must be positive when set"));
         }
     }
     if l.max_concurrency == Some(0) {
-        return Err(err(
-            format!("{path}.max_concurrency"),
-            "must be positive when set",
-        ));
+        return Err(err(format!("{path}.max_concurrency"), "must be positive when set"));
     }
     Ok(())
 }
 
 fn check_admission(path: &str, a: &AdmissionConfig) -> Result<(), ConfigError> {
     if a.max_inflight == Some(0) {
-        return Err(err(
-            format!("{path}.max_inflight"),
-            "must be positive when set",
-        ));
+        return Err(err(format!("{path}.max_inflight"), "must be positive when set"));
     }
     if !(a.tenant_share > 0.0 && a.tenant_share <= 1.0) {
         return Err(err(format!("{path}.tenant_share"), "must be in (0, 1]"));
@@ -242,10 +184,7 @@ fn check_admission(path: &str, a: &AdmissionConfig) -> Result<(), ConfigError> {
             return Err(err(format!("{path}.{name}.weight"), "must be positive"));
         }
         if lane.max_wait_ms > 3_600_000 {
-            return Err(err(
-                format!("{path}.{name}.max_wait_ms"),
-                "must be at most one hour",
-            ));
+            return Err(err(format!("{path}.{name}.max_wait_ms"), "must be at most one hour"));
         }
     }
     Ok(())
@@ -258,34 +197,21 @@ fn check_retry(path: &str, r: &RetryConfig) -> Result<(), ConfigError> {
     if !(0.0..=10.0).contains(&r.budget_ratio) || !r.budget_ratio.is_finite() {
         return Err(err(format!("{path}.budget_ratio"), "must be 0 to 10"));
     }
-    if !(0.0..=10_000.0).contains(&r.budget_min_per_second) || !r.budget_min_per_second.is_finite()
-    {
-        return Err(err(
-            format!("{path}.budget_min_per_second"),
-            "must be 0 to 10000",
-        ));
+    if !(0.0..=10_000.0).contains(&r.budget_min_per_second) || !r.budget_min_per_second.is_finite() {
+        return Err(err(format!("{path}.budget_min_per_second"), "must be 0 to 10000"));
     }
     if r.backoff_cap_ms > 60_000 {
-        return Err(err(
-            format!("{path}.backoff_cap_ms"),
-            "must be at most 60 s",
-        ));
+        return Err(err(format!("{path}.backoff_cap_ms"), "must be at most 60 s"));
     }
     Ok(())
 }
 
 fn check_ejection(path: &str, e: &EjectionConfig) -> Result<(), ConfigError> {
     if e.max_ejected_percent > 100 {
-        return Err(err(
-            format!("{path}.max_ejected_percent"),
-            "must be 0 to 100",
-        ));
+        return Err(err(format!("{path}.max_ejected_percent"), "must be 0 to 100"));
     }
     if e.base_ms == 0 || e.max_ms < e.base_ms {
-        return Err(err(
-            format!("{path}.base_ms"),
-            "must be positive and at most max_ms",
-        ));
+        return Err(err(format!("{path}.base_ms"), "must be positive and at most max_ms"));
     }
     Ok(())
 }
@@ -295,10 +221,7 @@ fn check_health(path: &str, h: &HealthCheckConfig) -> Result<(), ConfigError> {
         return Err(err(format!("{path}.path"), "must start with /"));
     }
     if h.interval_ms < 100 || h.timeout_ms == 0 {
-        return Err(err(
-            format!("{path}.interval_ms"),
-            "must be at least 100 ms, with a positive timeout",
-        ));
+        return Err(err(format!("{path}.interval_ms"), "must be at least 100 ms, with a positive timeout"));
     }
     Ok(())
 }
@@ -311,10 +234,7 @@ fn timeouts(path: &str, t: &Timeouts) -> Result<PoolTimeouts, ConfigError> {
         ("total_ms", t.total_ms),
     ] {
         if value == 0 || value > 24 * 3600 * 1000 {
-            return Err(err(
-                format!("{path}.timeouts.{name}"),
-                "must be 1 ms to 24 h",
-            ));
+            return Err(err(format!("{path}.timeouts.{name}"), "must be 1 ms to 24 h"));
         }
     }
     Ok(PoolTimeouts {
@@ -337,10 +257,7 @@ fn compile_pool(path: &str, p: &PoolConfig, lease: &mut Lease<'_>) -> Result<Poo
         let mpath = format!("{path}.members[{j}]");
         check_id(&format!("{mpath}.id"), &m.id)?;
         if !ids.insert(m.id.as_str()) {
-            return Err(err(
-                format!("{mpath}.id"),
-                format!("duplicate member id {:?}", m.id),
-            ));
+            return Err(err(format!("{mpath}.id"), format!("duplicate member id {:?}", m.id)));
         }
         let check_path = p.health_check.as_ref().map(|h| h.path.as_str());
         let member = compile_member(&mpath, &p.id, m, &pool_timeouts, check_path, lease)?;
@@ -348,19 +265,12 @@ fn compile_pool(path: &str, p: &PoolConfig, lease: &mut Lease<'_>) -> Result<Poo
     }
     let kind = p.members[0].kind;
     if let Some(j) = p.members.iter().position(|m| m.kind != kind) {
-        return Err(err(
-            format!("{path}.members[{j}].kind"),
-            "every member of a pool must be of the same kind",
-        ));
+        return Err(err(format!("{path}.members[{j}].kind"), "every member of a pool must be of the same kind"));
     }
     if members.iter().all(|m| m.weight == 0) {
-        return Err(err(
-            format!("{path}.members"),
-            "at least one member needs a weight above 0",
-        ));
+        return Err(err(format!("{path}.members"), "at least one member needs a weight above 0"));
     }
-    let retry =
-        RetryPolicy::compile(&p.retry).map_err(|m| err(format!("{path}.retry.retry_on"), m))?;
+    let retry = RetryPolicy::compile(&p.retry).map_err(|m| err(format!("{path}.retry.retry_on"), m))?;
     check_retry(&format!("{path}.retry"), &p.retry)?;
     check_ejection(&format!("{path}.ejection"), &p.ejection)?;
     if let Some(hc) = &p.health_check {
@@ -369,11 +279,7 @@ fn compile_pool(path: &str, p: &PoolConfig, lease: &mut Lease<'_>) -> Result<Poo
     let mut admission = p.admission.clone();
     check_admission(&format!("{path}.admission"), &admission)?;
     if admission.max_inflight.is_none() {
-        admission.max_inflight = p
-            .members
-            .iter()
-            .map(|m| m.max_concurrency)
-            .sum::<Option<u32>>();
+        admission.max_inflight = p.members.iter().map(|m| m.max_concurrency).sum::<Option<u32>>();
     }
     Ok(Pool {
         id: Arc::from(p.id.as_str()),
@@ -397,34 +303,20 @@ fn compile_member(
     check_path: Option<&str>,
     lease: &mut Lease<'_>,
 ) -> Result<Member, ConfigError> {
-    let base: Uri = m
-        .base_url
-        .parse()
-        .map_err(|_| err(format!("{path}.base_url"), "is not a valid URL"))?;
+    let base: Uri = m.base_url.parse().map_err(|_| err(format!("{path}.base_url"), "is not a valid URL"))?;
     let scheme = base
         .scheme()
         .filter(|s| *s == &Scheme::HTTP || *s == &Scheme::HTTPS)
-        .ok_or_else(|| {
-            err(
-                format!("{path}.base_url"),
-                "must start with http:// or https://",
-            )
-        })?
+        .ok_or_else(|| err(format!("{path}.base_url"), "must start with http:// or https://"))?
         .clone();
-    let authority = base
-        .authority()
-        .ok_or_else(|| err(format!("{path}.base_url"), "needs a host"))?
-        .clone();
+    let authority = base.authority().ok_or_else(|| err(format!("{path}.base_url"), "needs a host"))?.clone();
     if base.query().is_some() {
         return Err(err(format!("{path}.base_url"), "must not carry a query"));
     }
     let prefix = base.path().trim_end_matches('/');
     let mut uris = Vec::with_capacity(Endpoint::ALL.len());
     for endpoint in Endpoint::ALL {
-        let full = format!(
-            "{scheme}://{authority}{prefix}{}",
-            endpoint.upstream_suffix()
-        );
+        let full = format!("{scheme}://{authority}{prefix}{}", endpoint.upstream_suffix());
         uris.push(Uri::try_from(full).map_err(|e| err(format!("{path}.base_url"), e.to_string()))?);
     }
     let health_uri = match check_path {
@@ -434,9 +326,8 @@ fn compile_member(
         ),
         None => None,
     };
-    let uris: [Uri; Endpoint::ALL.len()] = uris
-        .try_into()
-        .map_err(|_| err(format!("{path}.base_url"), "internal: endpoint count"))?;
+    let uris: [Uri; Endpoint::ALL.len()] =
+        uris.try_into().map_err(|_| err(format!("{path}.base_url"), "internal: endpoint count"))?;
 
     let credential = match &m.credential {
         None => None,
@@ -447,21 +338,13 @@ fn compile_member(
             };
             let mut value = HeaderValue::try_from(value)
                 // Never echo the credential itself.
-                .map_err(|_| {
-                    err(
-                        format!("{path}.credential"),
-                        "contains characters not allowed in a header",
-                    )
-                })?;
+                .map_err(|_| err(format!("{path}.credential"), "contains characters not allowed in a header"))?;
             value.set_sensitive(true);
             Some((name, value))
         }
     };
     if m.max_concurrency == Some(0) {
-        return Err(err(
-            format!("{path}.max_concurrency"),
-            "must be positive when set",
-        ));
+        return Err(err(format!("{path}.max_concurrency"), "must be positive when set"));
     }
     let member_key = format!("{pool_id}/{}", m.id);
     let settings = ClientSettings {

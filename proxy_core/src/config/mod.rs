@@ -15,15 +15,9 @@ pub use snapshot::{KeyEntry, Member, Pool, PoolTimeouts, Route, RouteLeg, Snapsh
 /// Parse and compile a payload; on success the registry keeps what the snapshot uses.
 pub fn load(version: u64, payload: &[u8], registry: &Registry) -> Result<Snapshot, ConfigError> {
     let mut de = serde_json::Deserializer::from_slice(payload);
-    let parsed: ConfigPayload =
-        serde_path_to_error::deserialize(&mut de).map_err(|e| ConfigError {
-            path: e.path().to_string(),
-            message: e.inner().to_string(),
-        })?;
-    de.end().map_err(|e| ConfigError {
-        path: ".".into(),
-        message: e.to_string(),
-    })?;
+    let parsed: ConfigPayload = serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| ConfigError { path: e.path().to_string(), message: e.inner().to_string() })?;
+    de.end().map_err(|e| ConfigError { path: ".".into(), message: e.to_string() })?;
     let mut lease = registry.lease();
     let snapshot = compile(version, &parsed, &mut lease)?;
     lease.commit();

@@ -23,19 +23,12 @@ struct Table<K, V> {
 
 impl<K: std::hash::Hash + Eq + Clone, V> Default for Table<K, V> {
     fn default() -> Self {
-        Self {
-            current: HashMap::new(),
-            next: HashMap::new(),
-        }
+        Self { current: HashMap::new(), next: HashMap::new() }
     }
 }
 
 impl<K: std::hash::Hash + Eq + Clone, V> Table<K, V> {
-    fn get_or_make<E>(
-        &mut self,
-        key: &K,
-        make: impl FnOnce() -> Result<V, E>,
-    ) -> Result<Arc<V>, E> {
+    fn get_or_make<E>(&mut self, key: &K, make: impl FnOnce() -> Result<V, E>) -> Result<Arc<V>, E> {
         if let Some(v) = self.next.get(key) {
             return Ok(v.clone());
         }
@@ -90,10 +83,7 @@ fn infallible<V>(v: Result<V, Never>) -> V {
 
 impl Registry {
     pub fn new(metrics: Arc<Metrics>) -> Self {
-        Self {
-            metrics,
-            tables: Mutex::new(Tables::default()),
-        }
+        Self { metrics, tables: Mutex::new(Tables::default()) }
     }
 
     /// Start a compilation; compilations are serialized by this lease.
@@ -112,50 +102,27 @@ impl Lease<'_> {
         &self.registry.metrics
     }
 
-    pub fn client(
-        &mut self,
-        member_key: &str,
-        settings: ClientSettings,
-    ) -> Result<Arc<UpstreamClient>, rustls::Error> {
-        self.tables
-            .clients
-            .get_or_make(&(member_key.to_string(), settings), || {
-                UpstreamClient::new(settings)
-            })
+    pub fn client(&mut self, member_key: &str, settings: ClientSettings) -> Result<Arc<UpstreamClient>, rustls::Error> {
+        self.tables.clients.get_or_make(&(member_key.to_string(), settings), || UpstreamClient::new(settings))
     }
 
     pub fn member_state(&mut self, member_key: &str) -> Arc<MemberState> {
-        infallible(
-            self.tables
-                .members
-                .get_or_make(&member_key.to_string(), || Ok(MemberState::default())),
-        )
+        infallible(self.tables.members.get_or_make(&member_key.to_string(), || Ok(MemberState::default())))
     }
 
     /// Limiter state of a key (`key/ID`) or tenant (`tenant/ID`).
     pub fn limit_state(&mut self, scope_key: String) -> Arc<LimitState> {
-        infallible(
-            self.tables
-                .limits
-                .get_or_make(&scope_key, || Ok(LimitState::default())),
-        )
+        infallible(self.tables.limits.get_or_make(&scope_key, || Ok(LimitState::default())))
     }
 
     pub fn pool_state(&mut self, pool_id: &str) -> Arc<PoolState> {
-        infallible(
-            self.tables
-                .pools
-                .get_or_make(&pool_id.to_string(), || Ok(PoolState::default())),
-        )
+        infallible(self.tables.pools.get_or_make(&pool_id.to_string(), || Ok(PoolState::default())))
     }
 
     /// The pool's admission gate; an existing one is reconfigured in place on commit.
     pub fn gate(&mut self, pool_id: &str, config: &AdmissionConfig) -> Arc<PoolGate> {
-        let gate = infallible(
-            self.tables
-                .gates
-                .get_or_make(&pool_id.to_string(), || Ok(PoolGate::new(config.clone()))),
-        );
+        let gate =
+            infallible(self.tables.gates.get_or_make(&pool_id.to_string(), || Ok(PoolGate::new(config.clone()))));
         if *gate.config() != *config {
             self.reconfigure.push((gate.clone(), config.clone()));
         }

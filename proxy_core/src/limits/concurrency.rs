@@ -20,13 +20,9 @@ impl Concurrency {
     /// Take a slot if fewer than `max` are taken.
     pub fn try_acquire(self: &Arc<Self>, max: u32) -> Option<Slot> {
         self.current
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
-                (c < max).then_some(c + 1)
-            })
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| (c < max).then_some(c + 1))
             .ok()
-            .map(|_| Slot {
-                owner: self.clone(),
-            })
+            .map(|_| Slot { owner: self.clone() })
     }
 }
 

@@ -59,11 +59,7 @@ fn sat(v: u128) -> u64 {
 
 impl Gcra {
     pub fn new(base: Instant) -> Self {
-        Self {
-            base,
-            tat: AtomicU64::new(0),
-            per_minute: AtomicU64::new(0),
-        }
+        Self { base, tat: AtomicU64::new(0), per_minute: AtomicU64::new(0) }
     }
 
     /// Re-express the time still owed in the new rate's intervals if the rate changed.
@@ -72,36 +68,27 @@ impl Gcra {
         if old == rate.per_minute {
             return;
         }
-        let swapped = self
-            .per_minute
-            .compare_exchange(old, rate.per_minute, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok();
+        let swapped =
+            self.per_minute.compare_exchange(old, rate.per_minute, Ordering::AcqRel, Ordering::Acquire).is_ok();
         if !swapped || old == 0 {
             return;
         }
         let now = sat(now);
-        let _ = self
-            .tat
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
-                let owed = u128::from(tat.saturating_sub(now));
-                let rescaled = owed * u128::from(old) / u128::from(rate.per_minute.max(1));
-                Some(now.saturating_add(sat(rescaled)))
-            });
+        let _ = self.tat.fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
+            let owed = u128::from(tat.saturating_sub(now));
+            let rescaled = owed * u128::from(old) / u128::from(rate.per_minute.max(1));
+            Some(now.saturating_add(sat(rescaled)))
+        });
     }
 
     fn now(&self) -> u128 {
-        Instant::now()
-            .saturating_duration_since(self.base)
-            .as_nanos()
+        Instant::now().saturating_duration_since(self.base).as_nanos()
     }
 
     fn level_at(&self, rate: Rate, tat: u128, now: u128) -> Level {
         let ahead = tat.saturating_sub(now);
         let free = rate.capacity_ns().saturating_sub(ahead);
-        Level {
-            remaining: sat(free / rate.interval()),
-            reset: Duration::from_nanos(sat(ahead)),
-        }
+        Level { remaining: sat(free / rate.interval()), reset: Duration::from_nanos(sat(ahead)) }
     }
 
     pub fn level(&self, rate: Rate) -> Level {
@@ -122,20 +109,10 @@ impl Gcra {
             let next = start + interval * u128::from(cost);
             if next > now + capacity {
                 let level = self.level_at(rate, u128::from(current), now);
-                let retry_after = (cost <= rate.burst.max(1))
-                    .then(|| Duration::from_nanos(sat(next - now - capacity)));
-                return Err(Refusal {
-                    retry_after,
-                    remaining: level.remaining,
-                    reset: level.reset,
-                });
+                let retry_after = (cost <= rate.burst.max(1)).then(|| Duration::from_nanos(sat(next - now - capacity)));
+                return Err(Refusal { retry_after, remaining: level.remaining, reset: level.reset });
             }
-            match self.tat.compare_exchange_weak(
-                current,
-                sat(next),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match self.tat.compare_exchange_weak(current, sat(next), Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return Ok(self.level_at(rate, next, now)),
                 Err(actual) => current = actual,
             }
@@ -151,16 +128,14 @@ impl Gcra {
         let now = self.now();
         self.rescale(rate, now);
         let now = sat(now);
-        let _ = self
-            .tat
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
-                Some(if delta > 0 {
-                    // Extra use counts from now at the earliest: an idle bucket is full, not overfull.
-                    tat.max(now).saturating_add(shift)
-                } else {
-                    tat.saturating_sub(shift)
-                })
-            });
+        let _ = self.tat.fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
+            Some(if delta > 0 {
+                // Extra use counts from now at the earliest: an idle bucket is full, not overfull.
+                tat.max(now).saturating_add(shift)
+            } else {
+                tat.saturating_sub(shift)
+            })
+        });
     }
 }
 
@@ -171,35 +146,23 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_rate_change_keeps_what_was_used_in_units() {
         let bucket = Gcra::new(Instant::now());
-        let two = Rate {
-            per_minute: 2,
-            burst: 2,
-        };
+        let two = Rate { per_minute: 2, burst: 2 };
         bucket.try_charge(two, 1).unwrap();
         bucket.try_charge(two, 1).unwrap();
         assert!(bucket.try_charge(two, 1).is_err());
-        let three = Rate {
-            per_minute: 3,
-            burst: 3,
-        };
+        let three = Rate { per_minute: 3, burst: 3 };
         assert_eq!(bucket.level(three).remaining, 1);
         assert!(bucket.try_charge(three, 1).is_ok());
         assert!(bucket.try_charge(three, 1).is_err());
     }
 
-    const RPM_60: Rate = Rate {
-        per_minute: 60,
-        burst: 3,
-    };
+    const RPM_60: Rate = Rate { per_minute: 60, burst: 3 };
 
     #[tokio::test(start_paused = true)]
     async fn burst_then_refill_at_the_rate() {
         let bucket = Gcra::new(Instant::now());
         for expected_remaining in [2, 1, 0] {
-            assert_eq!(
-                bucket.try_charge(RPM_60, 1).unwrap().remaining,
-                expected_remaining
-            );
+            assert_eq!(bucket.try_charge(RPM_60, 1).unwrap().remaining, expected_remaining);
         }
         let refused = bucket.try_charge(RPM_60, 1).unwrap_err();
         assert_eq!(refused.retry_after, Some(Duration::from_secs(1)));
@@ -216,10 +179,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn costs_above_the_burst_never_fit() {
         let bucket = Gcra::new(Instant::now());
-        let tpm = Rate {
-            per_minute: 600,
-            burst: 100,
-        };
+        let tpm = Rate { per_minute: 600, burst: 100 };
         let refused = bucket.try_charge(tpm, 101).unwrap_err();
         assert_eq!(refused.retry_after, None);
         assert!(bucket.try_charge(tpm, 100).is_ok());
@@ -228,10 +188,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn settle_moves_the_level_both_ways() {
         let bucket = Gcra::new(Instant::now());
-        let tpm = Rate {
-            per_minute: 6000,
-            burst: 1000,
-        };
+        let tpm = Rate { per_minute: 6000, burst: 1000 };
         bucket.try_charge(tpm, 500).unwrap();
         assert_eq!(bucket.level(tpm).remaining, 500);
         bucket.settle(tpm, -300); // used 200 of the 500 reserved

@@ -43,15 +43,9 @@ impl FromStr for Weighted {
                 if !(weight.is_finite() && weight > 0.0) {
                     return Err(format!("{s:?}: weight must be positive"));
                 }
-                Ok(Weighted {
-                    value: value.to_string(),
-                    weight,
-                })
+                Ok(Weighted { value: value.to_string(), weight })
             }
-            _ => Ok(Weighted {
-                value: s.to_string(),
-                weight: 1.0,
-            }),
+            _ => Ok(Weighted { value: s.to_string(), weight: 1.0 }),
         }
     }
 }
@@ -62,9 +56,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         Some(i) => s.split_at(i),
         None => (s, "s"),
     };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 30s, 500ms, 2m"))?;
+    let value: f64 = number.parse().map_err(|_| format!("{s:?} is not a duration like 30s, 500ms, 2m"))?;
     let secs = match unit {
         "ms" => value / 1000.0,
         "s" => value,
@@ -155,9 +147,7 @@ pub struct BenchArgs {
 
 impl BenchArgs {
     pub fn parse_from_args(args: &[String]) -> Result<BenchArgs, clap::Error> {
-        BenchArgs::try_parse_from(
-            std::iter::once("sluicegate bench".to_string()).chain(args.iter().cloned()),
-        )
+        BenchArgs::try_parse_from(std::iter::once("sluicegate bench".to_string()).chain(args.iter().cloned()))
     }
 }
 
@@ -171,13 +161,7 @@ mod tests {
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
         assert!(parse_duration("3h").is_err());
-        assert_eq!(
-            "batch:2".parse::<Weighted>().unwrap(),
-            Weighted {
-                value: "batch".into(),
-                weight: 2.0
-            }
-        );
+        assert_eq!("batch:2".parse::<Weighted>().unwrap(), Weighted { value: "batch".into(), weight: 2.0 });
         assert_eq!("sk-sg-abc".parse::<Weighted>().unwrap().weight, 1.0);
         assert!("x:0".parse::<Weighted>().is_err());
     }

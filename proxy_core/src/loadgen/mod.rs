@@ -83,15 +83,11 @@ async fn one(shared: &Shared, rng: &mut fastrand::Rng) {
                     }
                 }
             };
-            if tokio::time::timeout(shared.timeout, exchange)
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout(shared.timeout, exchange).await.is_err() {
                 sample.timed_out = true;
                 sample.total_ms = shared.timeout.as_secs_f64() * 1000.0;
             }
-            sample.ok =
-                (200..300).contains(&sample.status) && sample.error.is_none() && !sample.timed_out;
+            sample.ok = (200..300).contains(&sample.status) && sample.error.is_none() && !sample.timed_out;
         }
         Err(e) => {
             tracing::error!(error = %e, "could not build a request");
@@ -102,11 +98,7 @@ async fn one(shared: &Shared, rng: &mut fastrand::Rng) {
     if sample.ok {
         shared.ok.fetch_add(1, Ordering::Relaxed);
     }
-    shared
-        .samples
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(sample);
+    shared.samples.lock().unwrap_or_else(PoisonError::into_inner).push(sample);
 }
 
 struct Plan {
@@ -129,9 +121,7 @@ async fn closed_loop(shared: Arc<Shared>, plan: Arc<Plan>, concurrency: usize, s
     let mut workers = Vec::with_capacity(concurrency);
     for worker in 0..concurrency {
         let (shared, plan) = (shared.clone(), plan.clone());
-        let mut rng = seed.map_or_else(fastrand::Rng::new, |s| {
-            fastrand::Rng::with_seed(s + worker as u64)
-        });
+        let mut rng = seed.map_or_else(fastrand::Rng::new, |s| fastrand::Rng::with_seed(s + worker as u64));
         workers.push(tokio::spawn(async move {
             while plan.claim(&shared) {
                 one(&shared, &mut rng).await;
@@ -221,19 +211,10 @@ pub fn run(args: BenchArgs, cancel: Arc<AtomicBool>) -> Result<Report, String> {
         (None, Some(r)) if r > 0.0 && r.is_finite() => {
             format!("open loop, {r} req/s {:?}", args.arrival).to_lowercase()
         }
-        _ => {
-            return Err(
-                "give --concurrency N (closed loop) or --rate R (open loop), both positive".into(),
-            )
-        }
+        _ => return Err("give --concurrency N (closed loop) or --rate R (open loop), both positive".into()),
     };
-    let runtime = crate::runtime::build_runtime(args.workers, "sluicegate-bench")
-        .map_err(|e| e.to_string())?;
-    let flavor = if args.api == Api::Messages {
-        Flavor::Anthropic
-    } else {
-        Flavor::OpenAi
-    };
+    let runtime = crate::runtime::build_runtime(args.workers, "sluicegate-bench").map_err(|e| e.to_string())?;
+    let flavor = if args.api == Api::Messages { Flavor::Anthropic } else { Flavor::OpenAi };
     let report = runtime.block_on(async {
         let shared = Arc::new(Shared {
             client: client(),
@@ -263,27 +244,14 @@ pub fn run(args: BenchArgs, cancel: Arc<AtomicBool>) -> Result<Report, String> {
             }
             None => {
                 let rate = args.rate.unwrap_or(1.0);
-                open_loop(
-                    shared.clone(),
-                    plan,
-                    rate,
-                    args.arrival,
-                    args.max_inflight,
-                    args.seed,
-                )
-                .await
+                open_loop(shared.clone(), plan, rate, args.arrival, args.max_inflight, args.seed).await
             }
         };
         if let Some(t) = ticker {
             t.abort();
         }
         let elapsed = started.elapsed().as_secs_f64();
-        let samples = std::mem::take(
-            &mut *shared
-                .samples
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
+        let samples = std::mem::take(&mut *shared.samples.lock().unwrap_or_else(PoisonError::into_inner));
         report::build(&args.label, mode, &samples, elapsed, dropped)
     });
     runtime.shutdown_timeout(Duration::from_secs(1));

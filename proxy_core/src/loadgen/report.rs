@@ -30,14 +30,7 @@ impl Percentiles {
             let rank = ((q / 100.0) * n as f64).ceil().max(1.0) as usize;
             values.get(rank.min(n) - 1).copied()
         };
-        Percentiles {
-            n,
-            p50: at(50.0),
-            p90: at(90.0),
-            p95: at(95.0),
-            p99: at(99.0),
-            max: values.last().copied(),
-        }
+        Percentiles { n, p50: at(50.0), p90: at(90.0), p95: at(95.0), p99: at(99.0), max: values.last().copied() }
     }
 }
 
@@ -82,20 +75,8 @@ pub struct Report {
     pub by_priority: BTreeMap<String, ClassReport>,
 }
 
-pub fn build(
-    label: &str,
-    mode: String,
-    samples: &[Sample],
-    duration_s: f64,
-    dropped: u64,
-) -> Report {
-    let mut r = Report {
-        label: label.to_string(),
-        mode,
-        duration_s,
-        dropped,
-        ..Report::default()
-    };
+pub fn build(label: &str, mode: String, samples: &[Sample], duration_s: f64, dropped: u64) -> Report {
+    let mut r = Report { label: label.to_string(), mode, duration_s, dropped, ..Report::default() };
     let mut gaps = Vec::new();
     let mut output_tokens = 0u64;
     for s in samples {
@@ -127,13 +108,7 @@ pub fn build(
         }
     }
     let pick = |f: &dyn Fn(&Sample) -> Option<f64>, only_ok: bool| -> Percentiles {
-        Percentiles::of(
-            samples
-                .iter()
-                .filter(|s| !only_ok || s.ok)
-                .filter_map(f)
-                .collect(),
-        )
+        Percentiles::of(samples.iter().filter(|s| !only_ok || s.ok).filter_map(f).collect())
     };
     r.headers_ms = pick(&|s| s.headers_ms, true);
     r.ttft_ms = pick(&|s| s.ttft_ms, true);
@@ -162,12 +137,7 @@ pub fn build(
             c.retry_after_seen += u64::from(s.retry_after);
             *c.status.entry(s.status).or_default() += 1;
         }
-        c.ttft_ms = Percentiles::of(
-            list.iter()
-                .filter(|s| s.ok)
-                .filter_map(|s| s.ttft_ms)
-                .collect(),
-        );
+        c.ttft_ms = Percentiles::of(list.iter().filter(|s| s.ok).filter_map(|s| s.ttft_ms).collect());
         c.total_ms = Percentiles::of(list.iter().filter(|s| s.ok).map(|s| s.total_ms).collect());
         r.by_priority.insert(class, c);
     }
@@ -181,11 +151,7 @@ fn cell(v: Option<f64>) -> String {
 impl Report {
     pub fn table(&self) -> String {
         let mut out = String::new();
-        let label = if self.label.is_empty() {
-            String::new()
-        } else {
-            format!("[{}] ", self.label)
-        };
+        let label = if self.label.is_empty() { String::new() } else { format!("[{}] ", self.label) };
         let _ = writeln!(
             out,
             "{label}{}: {} requests in {:.1}s, {} ok, errors {:.2}%, timeouts {:.2}%, {:.1} req/s, {:.0} output tok/s{}",
@@ -199,11 +165,8 @@ impl Report {
             self.output_tokens_per_s,
             if self.dropped > 0 { format!(", {} dropped by the generator", self.dropped) } else { String::new() }
         );
-        let _ = writeln!(
-            out,
-            "{:<10}{:>8}{:>10}{:>10}{:>10}{:>10}{:>10}",
-            "ms", "n", "p50", "p90", "p95", "p99", "max"
-        );
+        let _ =
+            writeln!(out, "{:<10}{:>8}{:>10}{:>10}{:>10}{:>10}{:>10}", "ms", "n", "p50", "p90", "p95", "p99", "max");
         for (name, p) in [
             ("headers", &self.headers_ms),
             ("ttft", &self.ttft_ms),
@@ -222,18 +185,10 @@ impl Report {
                 cell(p.max)
             );
         }
-        let status: Vec<String> = self
-            .status
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
+        let status: Vec<String> = self.status.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(out, "status: {}", status.join(" "));
         if !self.transport_errors.is_empty() {
-            let errors: Vec<String> = self
-                .transport_errors
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
+            let errors: Vec<String> = self.transport_errors.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let _ = writeln!(out, "transport errors: {}", errors.join(" "));
         }
         if self.events > 0 {
@@ -267,10 +222,7 @@ mod tests {
     #[test]
     fn nearest_rank_percentiles() {
         let p = Percentiles::of((1..=100).map(f64::from).collect());
-        assert_eq!(
-            (p.p50, p.p90, p.p99, p.max),
-            (Some(50.0), Some(90.0), Some(99.0), Some(100.0))
-        );
+        assert_eq!((p.p50, p.p90, p.p99, p.max), (Some(50.0), Some(90.0), Some(99.0), Some(100.0)));
         assert_eq!(Percentiles::of(vec![]).p50, None);
         assert_eq!(Percentiles::of(vec![7.0]).p99, Some(7.0));
     }

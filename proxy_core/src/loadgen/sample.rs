@@ -64,11 +64,7 @@ pub async fn read_stream(sample: &mut Sample, body: Incoming, flavor: Flavor, st
                     match last {
                         None => first = Some(now),
                         Some(prev) => {
-                            let gap = if i == 0 {
-                                now.saturating_duration_since(prev).as_micros()
-                            } else {
-                                0
-                            };
+                            let gap = if i == 0 { now.saturating_duration_since(prev).as_micros() } else { 0 };
                             sample.gaps_us.push(gap.min(u128::from(u32::MAX)) as u32);
                         }
                     }

@@ -62,17 +62,9 @@ pub fn load_lengths(path: &Path) -> Result<Vec<Lengths>, String> {
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut rows = Vec::new();
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let row: Row =
-            serde_json::from_str(line).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
-        rows.push(Lengths {
-            prompt: row.prompt_tokens,
-            output: row.output_tokens,
-        });
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let row: Row = serde_json::from_str(line).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
+        rows.push(Lengths { prompt: row.prompt_tokens, output: row.output_tokens });
     }
     if rows.is_empty() {
         return Err(format!("{}: no lengths", path.display()));
@@ -89,23 +81,15 @@ impl Workload {
             Api::Embeddings => "/v1/embeddings",
         };
         let base = args.url.trim_end_matches('/');
-        let uri: http::Uri = format!("{base}{path}")
-            .parse()
-            .map_err(|e| format!("--url {:?}: {e}", args.url))?;
+        let uri: http::Uri = format!("{base}{path}").parse().map_err(|e| format!("--url {:?}: {e}", args.url))?;
         if uri.scheme_str() != Some("http") {
-            return Err(
-                "--url must be http:// (the load generator speaks plaintext HTTP/1.1)".into(),
-            );
+            return Err("--url must be http:// (the load generator speaks plaintext HTTP/1.1)".into());
         }
         let mut extra = HeaderMap::new();
         for h in &args.headers {
-            let (name, value) = h
-                .split_once(':')
-                .ok_or_else(|| format!("--header {h:?}: expected NAME: VALUE"))?;
-            let name = HeaderName::from_bytes(name.trim().as_bytes())
-                .map_err(|e| format!("--header {h:?}: {e}"))?;
-            let value =
-                HeaderValue::from_str(value.trim()).map_err(|e| format!("--header {h:?}: {e}"))?;
+            let (name, value) = h.split_once(':').ok_or_else(|| format!("--header {h:?}: expected NAME: VALUE"))?;
+            let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|e| format!("--header {h:?}: {e}"))?;
+            let value = HeaderValue::from_str(value.trim()).map_err(|e| format!("--header {h:?}: {e}"))?;
             extra.append(name, value);
         }
         if !(0.0..=1.0).contains(&args.stream_ratio) {
@@ -113,18 +97,12 @@ impl Workload {
         }
         for p in &args.priorities {
             if p.value != "interactive" && p.value != "batch" {
-                return Err(format!(
-                    "--priority {:?}: classes are interactive and batch",
-                    p.value
-                ));
+                return Err(format!("--priority {:?}: classes are interactive and batch", p.value));
             }
         }
         let lengths = match &args.lengths_file {
             Some(path) => LengthSource::Table(load_lengths(path)?),
-            None => LengthSource::Dists {
-                prompt: args.prompt_tokens.clone(),
-                output: args.output_tokens.clone(),
-            },
+            None => LengthSource::Dists { prompt: args.prompt_tokens.clone(), output: args.output_tokens.clone() },
         };
         Ok(Workload {
             api: args.api,
@@ -158,11 +136,7 @@ impl Workload {
     pub fn next(&self, rng: &mut fastrand::Rng) -> Result<Planned, String> {
         let lengths = self.lengths(rng);
         let stream = self.api != Api::Embeddings && rng.f64() < self.stream_ratio;
-        let (model, prompt, max) = (
-            &self.model_json,
-            self.prompt(lengths.prompt),
-            lengths.output,
-        );
+        let (model, prompt, max) = (&self.model_json, self.prompt(lengths.prompt), lengths.output);
         let body = match self.api {
             Api::Chat => format!(
                 r#"{{"model":{model},"stream":{stream},"max_tokens":{max},"messages":[{{"role":"user","content":"{prompt}"}}]}}"#
@@ -171,9 +145,7 @@ impl Workload {
                 r#"{{"model":{model},"stream":{stream},"max_tokens":{max},"messages":[{{"role":"user","content":"{prompt}"}}]}}"#
             ),
             Api::Completions => {
-                format!(
-                    r#"{{"model":{model},"stream":{stream},"max_tokens":{max},"prompt":"{prompt}"}}"#
-                )
+                format!(r#"{{"model":{model},"stream":{stream},"max_tokens":{max},"prompt":"{prompt}"}}"#)
             }
             Api::Embeddings => format!(r#"{{"model":{model},"input":"{prompt}"}}"#),
         };
@@ -181,38 +153,25 @@ impl Workload {
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.uri.clone();
         let headers = request.headers_mut();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(key) = pick(&self.keys, rng) {
             let (name, value) = if self.api == Api::Messages {
                 (HeaderName::from_static("x-api-key"), key.value.clone())
             } else {
                 (http::header::AUTHORIZATION, format!("Bearer {}", key.value))
             };
-            headers.insert(
-                name,
-                HeaderValue::from_str(&value).map_err(|e| format!("--key: {e}"))?,
-            );
+            headers.insert(name, HeaderValue::from_str(&value).map_err(|e| format!("--key: {e}"))?);
         }
         if self.api == Api::Messages {
             headers.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
         }
         let priority = pick(&self.priorities, rng).map(|p| Arc::<str>::from(p.value.as_str()));
         if let Some(p) = &priority {
-            headers.insert(
-                "x-sluicegate-priority",
-                HeaderValue::from_str(p).map_err(|e| e.to_string())?,
-            );
+            headers.insert("x-sluicegate-priority", HeaderValue::from_str(p).map_err(|e| e.to_string())?);
         }
         for (name, value) in &self.extra {
             headers.append(name.clone(), value.clone());
         }
-        Ok(Planned {
-            request,
-            stream,
-            priority,
-        })
+        Ok(Planned { request, stream, priority })
     }
 }

@@ -13,20 +13,14 @@ pub struct Family<T> {
 
 impl<T> Family<T> {
     pub fn new(label_names: &'static [&'static str]) -> Self {
-        Self {
-            label_names,
-            series: Mutex::new(BTreeMap::new()),
-        }
+        Self { label_names, series: Mutex::new(BTreeMap::new()) }
     }
 
     pub fn get_or_create(&self, values: &[&str], make: impl FnOnce() -> T) -> Arc<T> {
         debug_assert_eq!(values.len(), self.label_names.len());
         let key: LabelValues = values.iter().map(|v| Arc::<str>::from(*v)).collect();
         let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
-        series
-            .entry(key)
-            .or_insert_with(|| Arc::new(make()))
-            .clone()
+        series.entry(key).or_insert_with(|| Arc::new(make())).clone()
     }
 
     /// A consistent list of the series for export, in label order.

@@ -9,8 +9,7 @@ mod snapshot;
 
 pub use family::Family;
 pub use histogram::{
-    Histogram, HistogramSnapshot, DURATION_BUCKETS, STAGE_BUCKETS, TOKEN_BUCKETS, TPOT_BUCKETS,
-    TTFT_BUCKETS,
+    Histogram, HistogramSnapshot, DURATION_BUCKETS, STAGE_BUCKETS, TOKEN_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS,
 };
 pub use series::{GlobalSeries, LegSeries, PoolSeries};
 pub use snapshot::{pool_gauges, render, FamilySnapshot, Sample};
@@ -36,8 +35,7 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn leg(&self, model: &str, pool: &str, upstream: &str) -> Arc<LegSeries> {
-        self.legs
-            .get_or_create(&[model, pool, upstream], LegSeries::default)
+        self.legs.get_or_create(&[model, pool, upstream], LegSeries::default)
     }
 
     pub fn pool(&self, pool: &str) -> Arc<PoolSeries> {

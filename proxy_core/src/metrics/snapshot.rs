@@ -32,19 +32,8 @@ pub struct FamilySnapshot {
 }
 
 impl FamilySnapshot {
-    fn new(
-        name: &'static str,
-        kind: &'static str,
-        help: &'static str,
-        labels: &[&'static str],
-    ) -> Self {
-        Self {
-            name,
-            kind,
-            help,
-            labels: labels.to_vec(),
-            samples: Vec::new(),
-        }
+    fn new(name: &'static str, kind: &'static str, help: &'static str, labels: &[&'static str]) -> Self {
+        Self { name, kind, help, labels: labels.to_vec(), samples: Vec::new() }
     }
 
     /// A single unlabelled gauge.
@@ -55,20 +44,12 @@ impl FamilySnapshot {
     }
 
     fn value(&mut self, labels: Vec<String>, value: f64) {
-        self.samples.push(Sample {
-            labels,
-            value: Some(value),
-            histogram: None,
-        });
+        self.samples.push(Sample { labels, value: Some(value), histogram: None });
     }
 
     fn histogram(&mut self, labels: Vec<String>, histogram: &Histogram) {
         let snapshot = histogram.snapshot();
-        self.samples.push(Sample {
-            labels,
-            value: None,
-            histogram: Some(snapshot),
-        });
+        self.samples.push(Sample { labels, value: None, histogram: Some(snapshot) });
     }
 }
 
@@ -86,12 +67,8 @@ pub fn pool_gauges(snapshot: &crate::config::Snapshot) -> Vec<FamilySnapshot> {
         "Largest number of requests that may wait, by pool and priority.",
         &["pool", "priority"],
     );
-    let mut inflight = FamilySnapshot::new(
-        "sluicegate_pool_inflight",
-        "gauge",
-        "Requests at the pool's upstreams.",
-        &["pool"],
-    );
+    let mut inflight =
+        FamilySnapshot::new("sluicegate_pool_inflight", "gauge", "Requests at the pool's upstreams.", &["pool"]);
     let mut inflight_limit = FamilySnapshot::new(
         "sluicegate_pool_inflight_limit",
         "gauge",
@@ -134,10 +111,7 @@ pub fn pool_gauges(snapshot: &crate::config::Snapshot) -> Vec<FamilySnapshot> {
         for pool in pools {
             let config = pool.gate.config();
             let pool_label = vec![pool.id.to_string()];
-            budget_exhausted.value(
-                pool_label.clone(),
-                pool.state.budget_exhausted.load(Ordering::Relaxed) as f64,
-            );
+            budget_exhausted.value(pool_label.clone(), pool.state.budget_exhausted.load(Ordering::Relaxed) as f64);
             drilled.value(pool_label, if pool.state.drilled() { 1.0 } else { 0.0 });
             for priority in Priority::ALL {
                 let labels = vec![pool.id.to_string(), priority.as_str().to_string()];
@@ -150,14 +124,8 @@ pub fn pool_gauges(snapshot: &crate::config::Snapshot) -> Vec<FamilySnapshot> {
             }
             for member in &pool.members {
                 let labels = vec![pool.id.to_string(), member.id.to_string()];
-                ejections.value(
-                    labels.clone(),
-                    member.state.ejections_total.load(Ordering::Relaxed) as f64,
-                );
-                member_state.value(
-                    labels.clone(),
-                    f64::from(member.state.availability().code()),
-                );
+                ejections.value(labels.clone(), member.state.ejections_total.load(Ordering::Relaxed) as f64);
+                member_state.value(labels.clone(), f64::from(member.state.availability().code()));
                 member_inflight.value(labels, member.state.inflight() as f64);
             }
         }
@@ -263,31 +231,19 @@ pub fn render(metrics: &Metrics) -> Vec<FamilySnapshot> {
         "Attempts sent to a pool's members, first tries and retries.",
         &["pool"],
     );
-    let mut retries = FamilySnapshot::new(
-        "sluicegate_retries_total",
-        "counter",
-        "Retries, by what failed.",
-        &["pool", "reason"],
-    );
+    let mut retries =
+        FamilySnapshot::new("sluicegate_retries_total", "counter", "Retries, by what failed.", &["pool", "reason"]);
     for (labels, pool) in metrics.pools.collect() {
         let pool_id = labels.first().map(|l| l.to_string()).unwrap_or_default();
         for priority in Priority::ALL {
-            queue_wait.histogram(
-                vec![pool_id.clone(), priority.as_str().to_string()],
-                &pool.queue_wait[priority.index()],
-            );
+            queue_wait
+                .histogram(vec![pool_id.clone(), priority.as_str().to_string()], &pool.queue_wait[priority.index()]);
         }
         overhead.histogram(vec![pool_id.clone()], &pool.overhead);
-        attempts.value(
-            vec![pool_id.clone()],
-            pool.attempts.load(Ordering::Relaxed) as f64,
-        );
+        attempts.value(vec![pool_id.clone()], pool.attempts.load(Ordering::Relaxed) as f64);
         for reason in RetryReason::ALL {
             let count = pool.retries[reason.index()].load(Ordering::Relaxed);
-            retries.value(
-                vec![pool_id.clone(), reason.as_str().to_string()],
-                count as f64,
-            );
+            retries.value(vec![pool_id.clone(), reason.as_str().to_string()], count as f64);
         }
     }
 
@@ -343,8 +299,7 @@ pub fn render(metrics: &Metrics) -> Vec<FamilySnapshot> {
     }
 
     let mut out = vec![
-        requests, timeouts, tokens, ttft, tpot, duration, connect, queue_wait, overhead, attempts,
-        retries, rejections,
+        requests, timeouts, tokens, ttft, tpot, duration, connect, queue_wait, overhead, attempts, retries, rejections,
     ];
     out.extend(singles);
     out

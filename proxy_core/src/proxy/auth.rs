@@ -23,15 +23,9 @@ fn single<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Gat
         return Ok(None);
     };
     if values.next().is_some() {
-        return Err(GatewayError::new(
-            ErrorKind::InvalidApiKey,
-            format!("the {name} header appears more than once"),
-        ));
+        return Err(GatewayError::new(ErrorKind::InvalidApiKey, format!("the {name} header appears more than once")));
     }
-    first
-        .to_str()
-        .map(|v| Some(v.trim()))
-        .map_err(|_| invalid_key())
+    first.to_str().map(|v| Some(v.trim())).map_err(|_| invalid_key())
 }
 
 /// The presented key, from `Authorization: Bearer` or `x-api-key` (both may be sent if equal).
@@ -52,10 +46,7 @@ fn presented_key(headers: &HeaderMap) -> Result<&str, GatewayError> {
     let x_api_key = single(headers, "x-api-key")?;
     let key = match (bearer, x_api_key) {
         (Some(a), Some(b)) if a != b => {
-            return Err(GatewayError::new(
-                ErrorKind::InvalidApiKey,
-                "Authorization and x-api-key carry different keys",
-            ))
+            return Err(GatewayError::new(ErrorKind::InvalidApiKey, "Authorization and x-api-key carry different keys"))
         }
         (Some(k), _) | (None, Some(k)) => k,
         (None, None) => "",
@@ -69,20 +60,14 @@ fn presented_key(headers: &HeaderMap) -> Result<&str, GatewayError> {
     Ok(key)
 }
 
-pub fn authenticate(
-    snapshot: &Snapshot,
-    headers: &HeaderMap,
-    unix_now: f64,
-) -> Result<Arc<KeyEntry>, GatewayError> {
+pub fn authenticate(snapshot: &Snapshot, headers: &HeaderMap, unix_now: f64) -> Result<Arc<KeyEntry>, GatewayError> {
     let key = presented_key(headers)?;
     if !well_formed(key) {
         return Err(invalid_key());
     }
     let digest = snapshot.hasher.hash(key);
     match snapshot.keys.get(&digest) {
-        Some(entry) if digest_eq(&entry.hash, &digest) && entry.usable_at(unix_now) => {
-            Ok(entry.clone())
-        }
+        Some(entry) if digest_eq(&entry.hash, &digest) && entry.usable_at(unix_now) => Ok(entry.clone()),
         _ => Err(invalid_key()),
     }
 }

@@ -33,17 +33,10 @@ pub struct RequestCtx {
 impl RequestCtx {
     /// The gateway asks upstream for a usage chunk on OpenAI streams.
     pub fn want_usage(&self) -> bool {
-        self.peeked.stream
-            && matches!(
-                self.endpoint,
-                Endpoint::ChatCompletions | Endpoint::Completions
-            )
+        self.peeked.stream && matches!(self.endpoint, Endpoint::ChatCompletions | Endpoint::Completions)
     }
 
     pub fn client_retry_count(&self) -> Option<u32> {
-        self.client_headers
-            .get("x-stainless-retry-count")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok())
+        self.client_headers.get("x-stainless-retry-count").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok())
     }
 }

@@ -49,11 +49,7 @@ impl DeferredBody {
 
     fn error(&mut self, error: &GatewayError) -> Poll<Option<Result<Frame<Bytes>, GatewayError>>> {
         self.stage = Stage::Done;
-        Poll::Ready(Some(Ok(Frame::data(error_event(
-            self.flavor,
-            error.kind,
-            &error.message,
-        )))))
+        Poll::Ready(Some(Ok(Frame::data(error_event(self.flavor, error.kind, &error.message)))))
     }
 }
 
@@ -61,10 +57,7 @@ impl Body for DeferredBody {
     type Data = Bytes;
     type Error = GatewayError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, GatewayError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, GatewayError>>> {
         let this = self.get_mut();
         if !this.greeted {
             this.greeted = true;
@@ -80,9 +73,7 @@ impl Body for DeferredBody {
                 Poll::Ready(Ok(response)) => {
                     let status = response.status();
                     match response.into_body() {
-                        ProxyBody::Relay(relay) if status.is_success() => {
-                            this.stage = Stage::Relaying(Box::new(relay))
-                        }
+                        ProxyBody::Relay(relay) if status.is_success() => this.stage = Stage::Relaying(Box::new(relay)),
                         _ => {
                             let error = GatewayError::new(
                                 ErrorKind::UpstreamProtocol,

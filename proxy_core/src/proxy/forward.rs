@@ -57,48 +57,29 @@ fn transport_error(e: &hyper_util::client::legacy::Error) -> (GatewayError, Retr
     if e.is_connect() {
         let text = format!("{e:?}");
         if text.contains("timed out") || text.contains("TimedOut") {
-            let error = GatewayError::new(
-                ErrorKind::UpstreamConnectTimeout,
-                "connecting to the upstream timed out",
-            );
+            let error = GatewayError::new(ErrorKind::UpstreamConnectTimeout, "connecting to the upstream timed out");
             return (error, RetryReason::Connect);
         }
         return (
-            GatewayError::new(
-                ErrorKind::UpstreamConnect,
-                "could not connect to the upstream",
-            ),
+            GatewayError::new(ErrorKind::UpstreamConnect, "could not connect to the upstream"),
             RetryReason::Connect,
         );
     }
-    let error = GatewayError::new(
-        ErrorKind::UpstreamProtocol,
-        "the upstream closed the connection before answering",
-    );
+    let error = GatewayError::new(ErrorKind::UpstreamProtocol, "the upstream closed the connection before answering");
     (error, RetryReason::Reset)
 }
 
 /// The upstream's own `retry-after-ms` or `retry-after` (seconds), if any.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let read = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-    };
+    let read = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok());
     if let Some(ms) = read("retry-after-ms").filter(|v| v.is_finite() && *v >= 0.0) {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }
-    read("retry-after")
-        .filter(|v| v.is_finite() && *v >= 0.0)
-        .map(Duration::from_secs_f64)
+    read("retry-after").filter(|v| v.is_finite() && *v >= 0.0).map(Duration::from_secs_f64)
 }
 
 fn deadline_passed() -> GatewayError {
-    GatewayError::new(
-        ErrorKind::DeadlineExceeded,
-        "the request's deadline passed before an upstream answered",
-    )
+    GatewayError::new(ErrorKind::DeadlineExceeded, "the request's deadline passed before an upstream answered")
 }
 
 fn fail(guard: &mut UsageGuard, error: GatewayError, outcome: Outcome) -> GatewayError {
@@ -112,20 +93,16 @@ fn fail(guard: &mut UsageGuard, error: GatewayError, outcome: Outcome) -> Gatewa
 
 fn outcome_of(kind: ErrorKind) -> Outcome {
     match kind {
-        ErrorKind::UpstreamTimeout
-        | ErrorKind::UpstreamConnectTimeout
-        | ErrorKind::DeadlineExceeded => Outcome::Timeout,
+        ErrorKind::UpstreamTimeout | ErrorKind::UpstreamConnectTimeout | ErrorKind::DeadlineExceeded => {
+            Outcome::Timeout
+        }
         _ => Outcome::UpstreamError,
     }
 }
 
 /// Take a slot in a fallback pool: now, or after a bounded wait; `None` if it is refused.
 async fn enter_fallback(ctx: &RequestCtx, leg: &RouteLeg) -> Option<Permit> {
-    match leg.pool.gate.enter(
-        ctx.priority,
-        &ctx.key.tenant.id,
-        ctx.deadline.map(tokio::time::Instant::from_std),
-    ) {
+    match leg.pool.gate.enter(ctx.priority, &ctx.key.tenant.id, ctx.deadline.map(tokio::time::Instant::from_std)) {
         Ok(Entry::Admitted(permit)) => Some(permit),
         Ok(Entry::Queued(ticket)) => ticket.wait().await.ok(),
         Err(_) => None,
@@ -197,9 +174,7 @@ pub async fn forward(
         };
         let policy = &pool.retry;
         if !deposited {
-            pool.state
-                .budget
-                .deposit(policy.budget_min_per_second, policy.budget_ratio);
+            pool.state.budget.deposit(policy.budget_min_per_second, policy.budget_ratio);
             deposited = true;
         }
         let mut tried: Vec<usize> = Vec::new();
@@ -209,15 +184,12 @@ pub async fn forward(
             if attempts >= policy.max_attempts {
                 break;
             }
-            let picked =
-                pick_member(&pool.members, &tried).or_else(|| pick_member(&pool.members, &[]));
+            let picked = pick_member(&pool.members, &tried).or_else(|| pick_member(&pool.members, &[]));
             let mi = match picked {
                 Some(mi) => mi,
                 None => {
                     // Only cooling members left: wait for the soonest if the policy allows it.
-                    let left = ctx.deadline.map_or(Duration::MAX, |d| {
-                        d.saturating_duration_since(Instant::now())
-                    });
+                    let left = ctx.deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
                     match cooldown_ends_within(pool, policy.max_retry_after.min(left)) {
                         Some(wait) => {
                             tokio::time::sleep(wait).await;
@@ -231,11 +203,7 @@ pub async fn forward(
             // back (verdict neutral) if this attempt is not sent after all.
             let mut lease = MemberLease::new(pool.clone(), mi);
             if attempts > 0 {
-                if !pool
-                    .state
-                    .budget
-                    .try_withdraw(policy.budget_min_per_second, policy.budget_ratio)
-                {
+                if !pool.state.budget.try_withdraw(policy.budget_min_per_second, policy.budget_ratio) {
                     pool.state.budget_exhausted.fetch_add(1, Ordering::Relaxed);
                     break;
                 }
@@ -267,11 +235,7 @@ pub async fn forward(
             // A stream must start within `first_byte`; a whole answer only arrives when it is
             // complete, so it gets the overall deadline. Both are capped by the client's.
             let timeouts = &pool.timeouts;
-            let mut wait = if ctx.peeked.stream {
-                timeouts.first_byte
-            } else {
-                timeouts.total
-            };
+            let mut wait = if ctx.peeked.stream { timeouts.first_byte } else { timeouts.total };
             let mut capped = false;
             if let Some(deadline) = ctx.deadline {
                 let left = deadline.saturating_duration_since(sent_at);
@@ -283,20 +247,14 @@ pub async fn forward(
                     capped = true;
                 }
             }
-            let (error, reason) = match tokio::time::timeout(wait, member.client.request(request))
-                .await
-            {
+            let (error, reason) = match tokio::time::timeout(wait, member.client.request(request)).await {
                 Err(_) if capped => {
                     lease.set_verdict(Verdict::Failure);
                     return Err(fail(&mut guard, deadline_passed(), Outcome::Timeout));
                 }
                 Err(_) => {
-                    let message =
-                        format!("the upstream did not answer within {} ms", wait.as_millis());
-                    (
-                        GatewayError::new(ErrorKind::UpstreamTimeout, message),
-                        RetryReason::Timeout,
-                    )
+                    let message = format!("the upstream did not answer within {} ms", wait.as_millis());
+                    (GatewayError::new(ErrorKind::UpstreamTimeout, message), RetryReason::Timeout)
                 }
                 Ok(Err(e)) => {
                     tracing::debug!(request_id = %ctx.request_id, upstream = %member.id, error = ?e, "upstream attempt failed");
@@ -307,11 +265,9 @@ pub async fn forward(
                     member.state.record_ttfb(sent_at.elapsed());
                     let reason = match status {
                         429 => {
-                            let after =
-                                retry_after(response.headers()).unwrap_or(Duration::from_secs(1));
+                            let after = retry_after(response.headers()).unwrap_or(Duration::from_secs(1));
                             member.state.cool_down(after);
-                            wait_hint =
-                                Some((mi, after)).filter(|(_, a)| *a <= policy.max_retry_after);
+                            wait_hint = Some((mi, after)).filter(|(_, a)| *a <= policy.max_retry_after);
                             Some(RetryReason::Status429)
                         }
                         500..=599 => {
@@ -319,34 +275,18 @@ pub async fn forward(
                             Some(RetryReason::Status5xx)
                         }
                         _ => {
-                            lease.set_verdict(if status < 400 {
-                                Verdict::Success
-                            } else {
-                                Verdict::Neutral
-                            });
+                            lease.set_verdict(if status < 400 { Verdict::Success } else { Verdict::Neutral });
                             None
                         }
                     };
                     match reason {
                         Some(reason) if policy.retries(reason, status) => {
                             pool.series.retries[reason.index()].fetch_add(1, Ordering::Relaxed);
-                            last = Last::Answer(Box::new(Kept {
-                                response,
-                                lease,
-                                member_index: mi,
-                                sent_at,
-                            }));
+                            last = Last::Answer(Box::new(Kept { response, lease, member_index: mi, sent_at }));
                             continue;
                         }
                         _ => {
-                            let attempt = Attempt {
-                                leg,
-                                member_index: mi,
-                                leg_index,
-                                sent_at,
-                                permit: slot,
-                                lease,
-                            };
+                            let attempt = Attempt { leg, member_index: mi, leg_index, sent_at, permit: slot, lease };
                             return Ok(relay(response, &ctx, attempt, guard));
                         }
                     }
@@ -367,35 +307,17 @@ pub async fn forward(
                 .iter()
                 .any(|l| serves(l.pool.kind, ctx.endpoint) && !l.pool.state.drilled())
             {
-                let Kept {
-                    response,
-                    lease,
-                    member_index,
-                    sent_at,
-                } = *kept;
-                let attempt = Attempt {
-                    leg,
-                    member_index,
-                    leg_index,
-                    sent_at,
-                    permit: slot,
-                    lease,
-                };
+                let Kept { response, lease, member_index, sent_at } = *kept;
+                let attempt = Attempt { leg, member_index, leg_index, sent_at, permit: slot, lease };
                 return Ok(relay(response, &ctx, attempt, guard));
             }
-            last = Last::Error(GatewayError::new(
-                ErrorKind::NoHealthyUpstream,
-                "the upstream answered with an error",
-            ));
+            last = Last::Error(GatewayError::new(ErrorKind::NoHealthyUpstream, "the upstream answered with an error"));
         }
     }
     let error = match last {
         Last::Error(e) => e,
-        _ => GatewayError::new(
-            ErrorKind::NoHealthyUpstream,
-            "no upstream can take this request now",
-        )
-        .with_retry_after(soonest_back(&route.chain)),
+        _ => GatewayError::new(ErrorKind::NoHealthyUpstream, "no upstream can take this request now")
+            .with_retry_after(soonest_back(&route.chain)),
     };
     let error = if error.retry_after.is_none() && error.status().as_u16() == 503 {
         error.with_retry_after(soonest_back(&route.chain))
@@ -423,11 +345,7 @@ fn relay(
 ) -> Response<ProxyBody> {
     let (mut parts, body) = response.into_parts();
     let status = parts.status;
-    let connect = parts
-        .extensions
-        .get::<ConnectTiming>()
-        .filter(|t| t.finished >= attempt.sent_at)
-        .map(|t| t.took);
+    let connect = parts.extensions.get::<ConnectTiming>().filter(|t| t.finished >= attempt.sent_at).map(|t| t.took);
     if let Some(trace) = guard.trace() {
         trace.mark_headers(status.as_u16(), connect);
     }
@@ -446,16 +364,9 @@ fn relay(
         if hide_usage {
             parts.headers.remove(header::CONTENT_LENGTH);
         }
-        RelayMode::Stream {
-            tap: SseTap::new(flavor, hide_usage),
-            flavor,
-        }
+        RelayMode::Stream { tap: SseTap::new(flavor, hide_usage), flavor }
     } else {
-        RelayMode::Whole {
-            kept: Vec::new(),
-            kept_len: 0,
-            parse_usage: status.is_success(),
-        }
+        RelayMode::Whole { kept: Vec::new(), kept_len: 0, parse_usage: status.is_success() }
     };
     let timers = Timers {
         idle: timeouts.idle,
@@ -468,9 +379,7 @@ fn relay(
         parts.headers.insert("x-sluicegate-upstream", v);
     }
     if attempt.leg_index > 0 {
-        parts
-            .headers
-            .insert("x-sluicegate-fallback", HeaderValue::from_static("1"));
+        parts.headers.insert("x-sluicegate-fallback", HeaderValue::from_static("1"));
     }
     parts.extensions = http::Extensions::new();
     parts.version = ctx.client_version;

@@ -38,17 +38,10 @@ x-ratelimit-limit-tokens, x-ratelimit-remaining-tokens, x-ratelimit-reset-tokens
 x-sluicegate-upstream, x-sluicegate-fallback";
 
 fn new_request_id() -> String {
-    format!(
-        "req_{:012x}{:016x}",
-        (unix_now() * 1000.0) as u64 & 0xffff_ffff_ffff,
-        fastrand::u64(..)
-    )
+    format!("req_{:012x}{:016x}", (unix_now() * 1000.0) as u64 & 0xffff_ffff_ffff, fastrand::u64(..))
 }
 
-pub async fn handle(
-    shared: Arc<Shared>,
-    req: Request<Incoming>,
-) -> Result<Response<ProxyBody>, Infallible> {
+pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<ProxyBody>, Infallible> {
     let arrived = Instant::now();
     let request_id: Arc<str> = Arc::from(new_request_id());
     let endpoint = Endpoint::from_path(req.uri().path());
@@ -59,10 +52,7 @@ pub async fn handle(
         Some(endpoint) => process(&shared, endpoint, req, &request_id, arrived).await,
         None => {
             let path: String = req.uri().path().chars().take(200).collect();
-            Err(GatewayError::new(
-                ErrorKind::RouteNotFound,
-                format!("unknown path {path}"),
-            ))
+            Err(GatewayError::new(ErrorKind::RouteNotFound, format!("unknown path {path}")))
         }
     };
     let mut response = result.unwrap_or_else(|e| {
@@ -76,14 +66,8 @@ pub async fn handle(
         headers.insert("request-id", id);
     }
     if cors {
-        headers.insert(
-            header::ACCESS_CONTROL_ALLOW_ORIGIN,
-            HeaderValue::from_static("*"),
-        );
-        headers.insert(
-            header::ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static(EXPOSED_HEADERS),
-        );
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+        headers.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(EXPOSED_HEADERS));
     }
     Ok(response)
 }
@@ -93,17 +77,11 @@ fn preflight(req: &Request<Incoming>) -> Response<ProxyBody> {
     let mut response = respond::json(StatusCode::NO_CONTENT, Vec::new());
     let headers = response.headers_mut();
     headers.remove(header::CONTENT_TYPE);
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_METHODS,
-        HeaderValue::from_static("GET, POST, OPTIONS"),
-    );
+    headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, POST, OPTIONS"));
     if let Some(asked) = req.headers().get(header::ACCESS_CONTROL_REQUEST_HEADERS) {
         headers.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, asked.clone());
     }
-    headers.insert(
-        header::ACCESS_CONTROL_MAX_AGE,
-        HeaderValue::from_static("600"),
-    );
+    headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
     response
 }
 
@@ -111,9 +89,7 @@ fn preflight(req: &Request<Incoming>) -> Response<ProxyBody> {
 fn check_framing(headers: &HeaderMap) -> Result<(), GatewayError> {
     let lengths = headers.get_all(header::CONTENT_LENGTH).iter().count();
     if headers.contains_key(header::TRANSFER_ENCODING) && lengths > 0 {
-        return Err(
-            GatewayError::invalid("both Content-Length and Transfer-Encoding are set").closing(),
-        );
+        return Err(GatewayError::invalid("both Content-Length and Transfer-Encoding are set").closing());
     }
     if lengths > 1 {
         return Err(GatewayError::invalid("Content-Length appears more than once").closing());
@@ -123,25 +99,17 @@ fn check_framing(headers: &HeaderMap) -> Result<(), GatewayError> {
 
 async fn read_body(body: Incoming, headers: &HeaderMap, cap: usize) -> Result<Bytes, GatewayError> {
     let too_large = || {
-        GatewayError::new(
-            ErrorKind::PayloadTooLarge,
-            format!("the request body is larger than {cap} bytes"),
-        )
-        .closing()
+        GatewayError::new(ErrorKind::PayloadTooLarge, format!("the request body is larger than {cap} bytes")).closing()
     };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|len| len > cap as u64) {
         return Err(too_large());
     }
     match Limited::new(body, cap).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(e) => Err(GatewayError::invalid(format!(
-            "could not read the request body: {e}"
-        ))),
+        Err(e) => Err(GatewayError::invalid(format!("could not read the request body: {e}"))),
     }
 }
 
@@ -152,8 +120,7 @@ fn models_list(snapshot: &Snapshot, key: &KeyEntry) -> Response<ProxyBody> {
         .filter(|alias| key.allows_model(alias))
         .map(|alias| serde_json::json!({"id": alias, "object": "model", "created": 0, "owned_by": "sluicegate"}))
         .collect();
-    let body = serde_json::to_vec(&serde_json::json!({"object": "list", "data": data}))
-        .unwrap_or_default();
+    let body = serde_json::to_vec(&serde_json::json!({"object": "list", "data": data})).unwrap_or_default();
     respond::json(StatusCode::OK, body)
 }
 
@@ -176,8 +143,10 @@ fn client_deadline(headers: &HeaderMap, arrived: Instant) -> Result<Option<Insta
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|ms| (1..=MAX_DEADLINE_MS).contains(ms))
         .ok_or_else(|| {
-            GatewayError::invalid(format!("{DEADLINE_HEADER} must be a whole number of milliseconds from 1 to {MAX_DEADLINE_MS}"))
-                .with_param(DEADLINE_HEADER)
+            GatewayError::invalid(format!(
+                "{DEADLINE_HEADER} must be a whole number of milliseconds from 1 to {MAX_DEADLINE_MS}"
+            ))
+            .with_param(DEADLINE_HEADER)
         })?;
     Ok(Some(arrived + Duration::from_millis(ms)))
 }
@@ -206,26 +175,18 @@ async fn process(
     if req.method() != endpoint.method() {
         return Err(GatewayError::new(
             ErrorKind::MethodNotAllowed,
-            format!(
-                "{} is not allowed here; use {}",
-                req.method(),
-                endpoint.method()
-            ),
+            format!("{} is not allowed here; use {}", req.method(), endpoint.method()),
         ));
     }
     check_framing(req.headers())?;
     if shared.is_draining() {
-        return Err(
-            GatewayError::new(ErrorKind::ShuttingDown, "the gateway is shutting down")
-                .with_retry_after(Duration::from_secs(1)),
-        );
+        return Err(GatewayError::new(ErrorKind::ShuttingDown, "the gateway is shutting down")
+            .with_retry_after(Duration::from_secs(1)));
     }
-    let snapshot = shared.config.load_full().ok_or_else(|| {
-        GatewayError::new(
-            ErrorKind::NotConfigured,
-            "the gateway has no configuration yet",
-        )
-    })?;
+    let snapshot = shared
+        .config
+        .load_full()
+        .ok_or_else(|| GatewayError::new(ErrorKind::NotConfigured, "the gateway has no configuration yet"))?;
     let unix = unix_now();
     let key = authenticate(&snapshot, req.headers(), unix)?;
     if endpoint == Endpoint::Models {
@@ -236,20 +197,13 @@ async fn process(
     let deadline = client_deadline(&parts.headers, arrived)?;
     let body = read_body(body, &parts.headers, shared.settings.max_body_bytes).await?;
     let peeked = peek(endpoint, body)?;
-    let route = snapshot
-        .routes
-        .get(peeked.model.as_str())
-        .cloned()
-        .ok_or_else(|| {
-            GatewayError::new(
-                ErrorKind::ModelNotFound,
-                format!(
-                    "The model '{}' does not exist or you do not have access to it.",
-                    peeked.model
-                ),
-            )
-            .with_param("model")
-        })?;
+    let route = snapshot.routes.get(peeked.model.as_str()).cloned().ok_or_else(|| {
+        GatewayError::new(
+            ErrorKind::ModelNotFound,
+            format!("The model '{}' does not exist or you do not have access to it.", peeked.model),
+        )
+        .with_param("model")
+    })?;
     if !key.allows_model(&route.alias) {
         return Err(GatewayError::new(
             ErrorKind::ModelNotAllowed,
@@ -257,11 +211,7 @@ async fn process(
         )
         .with_param("model"));
     }
-    if !route
-        .chain
-        .iter()
-        .any(|leg| serves(leg.pool.kind, endpoint))
-    {
+    if !route.chain.iter().any(|leg| serves(leg.pool.kind, endpoint)) {
         return Err(GatewayError::invalid(format!(
             "the model '{}' is not served on {}",
             route.alias,
@@ -279,16 +229,8 @@ async fn process(
 
     let estimate = token_estimate(endpoint, &peeked, &route);
     let scopes = [
-        Scope {
-            name: "tenant",
-            limits: &key.tenant.limits,
-            state: &key.tenant.limit_state,
-        },
-        Scope {
-            name: "key",
-            limits: &key.limits,
-            state: &key.limit_state,
-        },
+        Scope { name: "tenant", limits: &key.tenant.limits, state: &key.tenant.limit_state },
+        Scope { name: "key", limits: &key.limits, state: &key.limit_state },
     ];
     let held = limits::admit(&scopes, estimate)?;
     let ctx = RequestCtx {
@@ -318,11 +260,7 @@ async fn admit_and_forward(ctx: RequestCtx) -> Result<Response<ProxyBody>, Gatew
         if !serves(leg.pool.kind, ctx.endpoint) {
             continue;
         }
-        match leg.pool.gate.enter(
-            ctx.priority,
-            &ctx.key.tenant.id,
-            ctx.deadline.map(tokio::time::Instant::from_std),
-        ) {
+        match leg.pool.gate.enter(ctx.priority, &ctx.key.tenant.id, ctx.deadline.map(tokio::time::Instant::from_std)) {
             Ok(entry) => {
                 entered = Some((i, entry, leg.pool.gate.config().keepalive_ms));
                 break;
@@ -333,12 +271,9 @@ async fn admit_and_forward(ctx: RequestCtx) -> Result<Response<ProxyBody>, Gatew
         }
     }
     let Some((leg, entry, keepalive_ms)) = entered else {
-        return Err(refused.unwrap_or_else(|| {
-            GatewayError::new(
-                ErrorKind::NoHealthyUpstream,
-                "no pool can take this request",
-            )
-        }));
+        return Err(
+            refused.unwrap_or_else(|| GatewayError::new(ErrorKind::NoHealthyUpstream, "no pool can take this request"))
+        );
     };
     let ticket = match entry {
         Entry::Admitted(permit) => return forward(ctx, leg, permit, Duration::ZERO).await,
@@ -363,14 +298,9 @@ async fn admit_and_forward(ctx: RequestCtx) -> Result<Response<ProxyBody>, Gatew
                 let permit = waiting.await?;
                 forward(ctx, leg, permit, queued_at.elapsed()).await
             });
-            let mut response = Response::new(ProxyBody::Deferred(DeferredBody::new(
-                pending, flavor, keepalive,
-            )));
+            let mut response = Response::new(ProxyBody::Deferred(DeferredBody::new(pending, flavor, keepalive)));
             let headers = response.headers_mut();
-            headers.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
-            );
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
             headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
             Ok(response)
         }

@@ -69,19 +69,12 @@ pub fn upstream_request_headers(client: &HeaderMap) -> HeaderMap {
     for name in NOT_FORWARDED_UPSTREAM {
         out.remove(*name);
     }
-    let internal: Vec<HeaderName> = out
-        .keys()
-        .filter(|k| k.as_str().starts_with(INTERNAL_PREFIX))
-        .cloned()
-        .collect();
+    let internal: Vec<HeaderName> = out.keys().filter(|k| k.as_str().starts_with(INTERNAL_PREFIX)).cloned().collect();
     for name in internal {
         out.remove(name);
     }
     if !out.contains_key(header::CONTENT_TYPE) {
-        out.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        out.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
     out
 }
@@ -101,10 +94,7 @@ mod tests {
     #[test]
     fn credentials_hop_by_hop_and_connection_named_headers_stay_behind() {
         let mut h = HeaderMap::new();
-        h.insert(
-            "authorization",
-            HeaderValue::from_static("Bearer sk-sg-secret"),
-        );
+        h.insert("authorization", HeaderValue::from_static("Bearer sk-sg-secret"));
         h.insert("x-api-key", HeaderValue::from_static("sk-sg-secret"));
         h.insert("connection", HeaderValue::from_static("close, x-private"));
         h.insert("x-private", HeaderValue::from_static("1"));
@@ -113,14 +103,7 @@ mod tests {
         h.insert("x-stainless-retry-count", HeaderValue::from_static("1"));
         h.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
         let out = upstream_request_headers(&h);
-        for gone in [
-            "authorization",
-            "x-api-key",
-            "connection",
-            "x-private",
-            "keep-alive",
-            "x-sluicegate-priority",
-        ] {
+        for gone in ["authorization", "x-api-key", "connection", "x-private", "keep-alive", "x-sluicegate-priority"] {
             assert!(!out.contains_key(gone), "{gone} leaked upstream");
         }
         assert!(out.contains_key("x-stainless-retry-count"));

@@ -77,26 +77,18 @@ fn field_error(field: &str, message: String) -> GatewayError {
     GatewayError::invalid(message).with_param(field.to_string())
 }
 
-fn parse_field<'a, T: Deserialize<'a>>(
-    field: &str,
-    raw: &'a RawValue,
-    what: &str,
-) -> Result<T, GatewayError> {
-    serde_json::from_str(raw.get())
-        .map_err(|_| field_error(field, format!("'{field}' must be {what}")))
+fn parse_field<'a, T: Deserialize<'a>>(field: &str, raw: &'a RawValue, what: &str) -> Result<T, GatewayError> {
+    serde_json::from_str(raw.get()).map_err(|_| field_error(field, format!("'{field}' must be {what}")))
 }
 
 pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
     let top_body = body.clone();
     let body: &[u8] = &top_body;
     if body.is_empty() {
-        return Err(GatewayError::invalid(
-            "request body is empty; expected a JSON object",
-        ));
+        return Err(GatewayError::invalid("request body is empty; expected a JSON object"));
     }
-    let top: TopLevel<'_> = serde_json::from_slice(body).map_err(|e| {
-        GatewayError::invalid(format!("request body is not a valid JSON object: {e}"))
-    })?;
+    let top: TopLevel<'_> = serde_json::from_slice(body)
+        .map_err(|e| GatewayError::invalid(format!("request body is not a valid JSON object: {e}")))?;
     let mut peeked = Peeked {
         body: top_body.clone(),
         model: String::new(),
@@ -118,10 +110,7 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
             return Err(field_error(key, format!("duplicate field '{key}'")));
         }
         if FORBIDDEN_FIELDS.contains(&key.as_ref()) {
-            return Err(field_error(
-                key,
-                format!("field '{key}' is not allowed: upstreams are chosen by the gateway"),
-            ));
+            return Err(field_error(key, format!("field '{key}' is not allowed: upstreams are chosen by the gateway")));
         }
         match key.as_ref() {
             "model" => {
@@ -155,9 +144,7 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
             "n" => {
                 let n: Option<u64> = parse_field("n", raw, "a positive integer")?;
                 match n {
-                    Some(0) => {
-                        return Err(field_error("n", "'n' must be a positive integer".into()))
-                    }
+                    Some(0) => return Err(field_error("n", "'n' must be a positive integer".into())),
                     Some(v) => peeked.n = v,
                     None => {}
                 }
@@ -177,18 +164,11 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
                         _ => matches!(first, Some(b'[' | b'"')),
                     };
                     if !shape_ok {
-                        let what = if key == "messages" {
-                            "an array"
-                        } else {
-                            "text or an array"
-                        };
+                        let what = if key == "messages" { "an array" } else { "text or an array" };
                         return Err(field_error(key, format!("'{key}' must be {what}")));
                     }
                     let m = measure_json(raw.get()).map_err(|_| {
-                        field_error(
-                            key,
-                            format!("'{key}' must be text, a list of messages, or token ids"),
-                        )
+                        field_error(key, format!("'{key}' must be text, a list of messages, or token ids"))
                     })?;
                     peeked.prompt.add(m);
                 }
@@ -197,16 +177,10 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
         }
     }
     if !seen_model {
-        return Err(field_error(
-            "model",
-            "you must provide a 'model' parameter".into(),
-        ));
+        return Err(field_error("model", "you must provide a 'model' parameter".into()));
     }
     if peeked.stream && !endpoint.can_stream() {
-        return Err(field_error(
-            "stream",
-            format!("streaming is not supported on {}", endpoint.as_str()),
-        ));
+        return Err(field_error("stream", format!("streaming is not supported on {}", endpoint.as_str())));
     }
     Ok(peeked)
 }
@@ -215,8 +189,7 @@ impl Peeked {
     /// The body to send upstream: the model replaced by `model_json` (a JSON string literal) and,
     /// when `want_usage`, `stream_options.include_usage` set to true.
     pub fn rewrite(&self, model_json: &[u8], want_usage: bool) -> Result<Bytes, GatewayError> {
-        let mut edits: Vec<(Range<usize>, Cow<'_, [u8]>)> =
-            vec![(self.model_span.clone(), Cow::Borrowed(model_json))];
+        let mut edits: Vec<(Range<usize>, Cow<'_, [u8]>)> = vec![(self.model_span.clone(), Cow::Borrowed(model_json))];
         if want_usage && !self.client_include_usage {
             match &self.stream_options {
                 Some(range) => {
@@ -226,9 +199,8 @@ impl Peeked {
                             .flatten()
                             .unwrap_or_default();
                     map.insert("include_usage".into(), serde_json::Value::Bool(true));
-                    let bytes = serde_json::to_vec(&map).map_err(|e| {
-                        GatewayError::new(crate::error::ErrorKind::Internal, e.to_string())
-                    })?;
+                    let bytes = serde_json::to_vec(&map)
+                        .map_err(|e| GatewayError::new(crate::error::ErrorKind::Internal, e.to_string()))?;
                     edits.push((range.clone(), Cow::Owned(bytes)));
                 }
                 None => edits.push((
@@ -262,8 +234,7 @@ mod tests {
 
     #[test]
     fn model_is_spliced_and_the_rest_is_untouched() {
-        let body =
-            r#"{ "messages": [{"role":"user","content":"hello"}], "model" : "alias",  "x": 1 }"#;
+        let body = r#"{ "messages": [{"role":"user","content":"hello"}], "model" : "alias",  "x": 1 }"#;
         assert_eq!(
             rewrite(body, false),
             r#"{ "messages": [{"role":"user","content":"hello"}], "model" : "up-model",  "x": 1 }"#
@@ -276,29 +247,14 @@ mod tests {
     #[test]
     fn include_usage_is_added_merged_or_left_alone() {
         let added = rewrite(r#"{"model":"a","stream":true}"#, true);
-        assert_eq!(
-            added,
-            r#"{"model":"up-model","stream":true,"stream_options":{"include_usage":true}}"#
-        );
-        let merged = rewrite(
-            r#"{"model":"a","stream":true,"stream_options":{"x":1}}"#,
-            true,
-        );
+        assert_eq!(added, r#"{"model":"up-model","stream":true,"stream_options":{"include_usage":true}}"#);
+        let merged = rewrite(r#"{"model":"a","stream":true,"stream_options":{"x":1}}"#, true);
         let v: serde_json::Value = serde_json::from_str(&merged).unwrap();
-        assert_eq!(
-            v["stream_options"],
-            serde_json::json!({"x":1,"include_usage":true})
-        );
+        assert_eq!(v["stream_options"], serde_json::json!({"x":1,"include_usage":true}));
         let nulled = rewrite(r#"{"model":"a","stream_options":null}"#, true);
         assert!(nulled.contains(r#""stream_options":{"include_usage":true}"#));
         let asked = r#"{"model":"up-model","stream_options":{"include_usage":true}}"#;
-        assert_eq!(
-            rewrite(
-                r#"{"model":"a","stream_options":{"include_usage":true}}"#,
-                true
-            ),
-            asked
-        );
+        assert_eq!(rewrite(r#"{"model":"a","stream_options":{"include_usage":true}}"#, true), asked);
     }
 
     #[test]
@@ -315,10 +271,7 @@ mod tests {
             ("{\"model\":\"a\",\"n\":0}", Some("n")),
             ("{\"model\":\"a\",\"messages\":{\"a\":1}}", Some("messages")),
             ("{\"model\":\"a\",\"model\":\"b\"}", Some("model")),
-            (
-                "{\"model\":\"a\",\"api_base\":\"http://evil\"}",
-                Some("api_base"),
-            ),
+            ("{\"model\":\"a\",\"api_base\":\"http://evil\"}", Some("api_base")),
         ];
         for (body, param) in cases {
             let e = peek(Endpoint::ChatCompletions, Bytes::from(*body)).unwrap_err();
@@ -327,15 +280,7 @@ mod tests {
                 assert_eq!(e.param.as_deref(), Some(*p), "{body}");
             }
         }
-        assert!(peek(
-            Endpoint::ChatCompletions,
-            Bytes::from_static(b"{\"model\":\"a\\ud800\"}")
-        )
-        .is_err());
-        assert!(peek(
-            Endpoint::Embeddings,
-            Bytes::from_static(b"{\"model\":\"a\",\"stream\":true}")
-        )
-        .is_err());
+        assert!(peek(Endpoint::ChatCompletions, Bytes::from_static(b"{\"model\":\"a\\ud800\"}")).is_err());
+        assert!(peek(Endpoint::Embeddings, Bytes::from_static(b"{\"model\":\"a\",\"stream\":true}")).is_err());
     }
 }

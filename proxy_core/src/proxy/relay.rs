@@ -29,11 +29,7 @@ pub enum RelayMode {
     /// A 2xx event stream: tapped event by event.
     Stream { tap: SseTap, flavor: Flavor },
     /// Anything else: relayed as is; a 2xx JSON body is kept to read its `usage` at the end.
-    Whole {
-        kept: Vec<Bytes>,
-        kept_len: usize,
-        parse_usage: bool,
-    },
+    Whole { kept: Vec<Bytes>, kept_len: usize, parse_usage: bool },
 }
 
 enum State {
@@ -106,11 +102,7 @@ impl RelayBody {
         if let Some(trace) = self.guard.trace() {
             trace.error = Some(kind);
         }
-        let verdict = if kind.origin() == Origin::Upstream {
-            Verdict::Failure
-        } else {
-            Verdict::Neutral
-        };
+        let verdict = if kind.origin() == Origin::Upstream { Verdict::Failure } else { Verdict::Neutral };
         self.held.1.set_verdict(verdict);
         match &mut self.mode {
             RelayMode::Stream { tap, flavor } => {
@@ -167,12 +159,7 @@ impl RelayBody {
 
     /// A whole body went through: read its usage and emit the event.
     fn complete_whole(&mut self) {
-        if let RelayMode::Whole {
-            kept,
-            kept_len,
-            parse_usage,
-        } = &mut self.mode
-        {
+        if let RelayMode::Whole { kept, kept_len, parse_usage } = &mut self.mode {
             if *parse_usage && *kept_len <= MAX_PARSED_BODY {
                 let joined = match kept.as_slice() {
                     [single] => single.clone(),
@@ -205,10 +192,7 @@ impl Body for RelayBody {
     type Data = Bytes;
     type Error = GatewayError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, GatewayError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, GatewayError>>> {
         let this = self.get_mut();
         loop {
             match this.state {
@@ -243,11 +227,7 @@ impl Body for RelayBody {
                                 return Poll::Ready(Some(Ok(Frame::data(out))));
                             }
                         }
-                        RelayMode::Whole {
-                            kept,
-                            kept_len,
-                            parse_usage,
-                        } => {
+                        RelayMode::Whole { kept, kept_len, parse_usage } => {
                             if *parse_usage && *kept_len <= MAX_PARSED_BODY {
                                 *kept_len += data.len();
                                 kept.push(data.clone());
@@ -264,11 +244,7 @@ impl Body for RelayBody {
                 }
                 Poll::Ready(Some(Err(e))) => {
                     let message = format!("the upstream connection failed mid-response: {e}");
-                    return this.fail(
-                        ErrorKind::UpstreamProtocol,
-                        Outcome::UpstreamError,
-                        &message,
-                    );
+                    return this.fail(ErrorKind::UpstreamProtocol, Outcome::UpstreamError, &message);
                 }
                 Poll::Ready(None) => return this.end(),
                 Poll::Pending => {
@@ -279,28 +255,17 @@ impl Body for RelayBody {
                                 RelayMode::Whole { .. } => "the whole response",
                             };
                             let message = format!("the upstream did not send {what} in time");
-                            return this.fail(
-                                ErrorKind::UpstreamTimeout,
-                                Outcome::Timeout,
-                                &message,
-                            );
+                            return this.fail(ErrorKind::UpstreamTimeout, Outcome::Timeout, &message);
                         }
                     }
                     if let Some(deadline) = this.client_deadline.as_mut() {
                         if deadline.as_mut().poll(cx).is_ready() {
                             let message = "the request's deadline passed before the response ended";
-                            return this.fail(
-                                ErrorKind::DeadlineExceeded,
-                                Outcome::Timeout,
-                                message,
-                            );
+                            return this.fail(ErrorKind::DeadlineExceeded, Outcome::Timeout, message);
                         }
                     }
                     if this.idle.as_mut().poll(cx).is_ready() {
-                        let message = format!(
-                            "the upstream sent nothing for {} ms",
-                            this.idle_timeout.as_millis()
-                        );
+                        let message = format!("the upstream sent nothing for {} ms", this.idle_timeout.as_millis());
                         return this.fail(ErrorKind::UpstreamTimeout, Outcome::Timeout, &message);
                     }
                     return Poll::Pending;

@@ -33,10 +33,7 @@ impl Body for ProxyBody {
     type Data = Bytes;
     type Error = GatewayError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, GatewayError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, GatewayError>>> {
         match self.get_mut() {
             ProxyBody::Full(full) => match Pin::new(full).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
@@ -69,10 +66,7 @@ impl Body for ProxyBody {
 pub fn json(status: StatusCode, body: Vec<u8>) -> Response<ProxyBody> {
     let mut response = Response::new(ProxyBody::Full(Full::new(Bytes::from(body))));
     *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
@@ -132,10 +126,9 @@ fn rate_limit_headers(response: &mut Response<ProxyBody>, info: &RateLimitInfo) 
             insert(response, name, v.to_string());
         }
     }
-    for (name, value) in [
-        ("x-ratelimit-reset-requests", info.reset_requests),
-        ("x-ratelimit-reset-tokens", info.reset_tokens),
-    ] {
+    for (name, value) in
+        [("x-ratelimit-reset-requests", info.reset_requests), ("x-ratelimit-reset-tokens", info.reset_tokens)]
+    {
         if let Some(d) = value {
             insert(response, name, format_reset(d));
         }
@@ -148,24 +141,16 @@ pub fn error(flavor: Flavor, error: &GatewayError) -> Response<ProxyBody> {
         // Whole seconds, rounded up, for `retry-after`; the exact figure in `retry-after-ms`.
         let secs = after.as_millis().div_ceil(1000).max(1);
         insert(&mut response, "retry-after", secs.to_string());
-        insert(
-            &mut response,
-            "retry-after-ms",
-            after.as_millis().max(1).to_string(),
-        );
+        insert(&mut response, "retry-after-ms", after.as_millis().max(1).to_string());
     }
     if let Some(info) = &error.rate_limit {
         rate_limit_headers(&mut response, info);
     }
     if error.no_retry {
-        response
-            .headers_mut()
-            .insert("x-should-retry", HeaderValue::from_static("false"));
+        response.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
     }
     if error.close_connection {
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     response
 }
@@ -184,12 +169,10 @@ mod tests {
     #[test]
     fn both_error_formats() {
         let e = GatewayError::invalid("bad").with_param("model");
-        let openai: serde_json::Value =
-            serde_json::from_slice(&error_body(Flavor::OpenAi, &e)).unwrap();
+        let openai: serde_json::Value = serde_json::from_slice(&error_body(Flavor::OpenAi, &e)).unwrap();
         assert_eq!(openai["error"]["param"], "model");
         assert_eq!(openai["error"]["type"], "invalid_request_error");
-        let anthropic: serde_json::Value =
-            serde_json::from_slice(&error_body(Flavor::Anthropic, &e)).unwrap();
+        let anthropic: serde_json::Value = serde_json::from_slice(&error_body(Flavor::Anthropic, &e)).unwrap();
         assert_eq!(anthropic["type"], "error");
         assert_eq!(anthropic["error"]["type"], "invalid_request_error");
     }
@@ -198,8 +181,7 @@ mod tests {
 
     #[test]
     fn retry_headers_and_should_retry() {
-        let e = GatewayError::new(ErrorKind::InsufficientQuota, "out")
-            .with_retry_after(Duration::from_millis(1200));
+        let e = GatewayError::new(ErrorKind::InsufficientQuota, "out").with_retry_after(Duration::from_millis(1200));
         let r = error(Flavor::OpenAi, &e);
         assert_eq!(r.status(), 429);
         assert_eq!(r.headers()["retry-after"], "2");

@@ -21,11 +21,7 @@ pub struct ServerSettings {
 
 impl Default for ServerSettings {
     fn default() -> Self {
-        Self {
-            conn: ConnSettings::default(),
-            max_body_bytes: 32 * 1024 * 1024,
-            usage_backlog_limit: 200_000,
-        }
+        Self { conn: ConnSettings::default(), max_body_bytes: 32 * 1024 * 1024, usage_backlog_limit: 200_000 }
     }
 }
 

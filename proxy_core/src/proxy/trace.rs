@@ -109,9 +109,7 @@ impl Trace {
 
     /// An attempt went out: the gateway's own time so far is its overhead.
     pub fn mark_sent(&mut self, at: Instant) {
-        self.overhead_before = at
-            .saturating_duration_since(self.arrived)
-            .saturating_sub(self.queue_wait);
+        self.overhead_before = at.saturating_duration_since(self.arrived).saturating_sub(self.queue_wait);
     }
 
     pub fn mark_headers(&mut self, status: u16, connect: Option<Duration>) {
@@ -128,10 +126,7 @@ pub struct UsageGuard {
 
 impl UsageGuard {
     pub fn new(shared: Arc<Shared>, trace: Trace) -> Self {
-        Self {
-            trace: Some(Box::new(trace)),
-            shared,
-        }
+        Self { trace: Some(Box::new(trace)), shared }
     }
 
     /// The live trace; `None` only after `finish`.
@@ -182,20 +177,10 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
         ),
         (None, false) => (TokenUsage::default(), UsageSource::Estimated),
     };
-    let ttft = t
-        .first_token_at
-        .map(|at| at.saturating_duration_since(t.arrived));
-    let output_tokens = if t.stream {
-        usage.completion.max(t.relayed_tokens)
-    } else {
-        usage.completion
-    };
+    let ttft = t.first_token_at.map(|at| at.saturating_duration_since(t.arrived));
+    let output_tokens = if t.stream { usage.completion.max(t.relayed_tokens) } else { usage.completion };
     let tpot = match ttft {
-        Some(ttft) if output_tokens > 1 => Some(
-            duration
-                .saturating_sub(ttft)
-                .div_f64((output_tokens - 1) as f64),
-        ),
+        Some(ttft) if output_tokens > 1 => Some(duration.saturating_sub(ttft).div_f64((output_tokens - 1) as f64)),
         _ => None,
     };
 
@@ -217,8 +202,7 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
             s.timeouts.fetch_add(1, Ordering::Relaxed);
         }
         s.input_tokens.fetch_add(usage.prompt, Ordering::Relaxed);
-        s.output_tokens
-            .fetch_add(usage.completion, Ordering::Relaxed);
+        s.output_tokens.fetch_add(usage.completion, Ordering::Relaxed);
         leg.pool_series.queue_wait[t.priority.index()].observe_duration(t.queue_wait);
         leg.pool_series.overhead.observe_duration(t.overhead_before);
     }
@@ -227,11 +211,7 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
         Some(leg) => (Some(leg.upstream_model), Some(leg.pool), Some(leg.member)),
         None => (None, None, None),
     };
-    shared
-        .metrics
-        .global
-        .usage_events
-        .fetch_add(1, Ordering::Relaxed);
+    shared.metrics.global.usage_events.fetch_add(1, Ordering::Relaxed);
     shared.usage.record(UsageEvent {
         seq: 0,
         request_id: t.request_id,

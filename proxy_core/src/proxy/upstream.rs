@@ -50,10 +50,7 @@ impl tower_service::Service<Uri> for TimedConnector {
             let finished = Instant::now();
             Ok(TimedStream {
                 inner: stream,
-                timing: ConnectTiming {
-                    finished,
-                    took: finished.saturating_duration_since(started),
-                },
+                timing: ConnectTiming { finished, took: finished.saturating_duration_since(started) },
             })
         })
     }
@@ -71,21 +68,13 @@ impl Connection for TimedStream {
 }
 
 impl Read for TimedStream {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: ReadBufCursor<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: ReadBufCursor<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
 
 impl Write for TimedStream {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
@@ -129,14 +118,12 @@ impl UpstreamClient {
         http.set_nodelay(true);
         http.set_connect_timeout(Some(settings.connect_timeout));
         http.set_keepalive(Some(Duration::from_secs(60)));
-        let roots =
-            rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        let tls =
+            rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
         let https = HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
@@ -149,15 +136,10 @@ impl UpstreamClient {
             .timer(TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .http2_only(settings.http2_prior_knowledge);
-        Ok(Self {
-            client: builder.build(TimedConnector { inner: https }),
-        })
+        Ok(Self { client: builder.build(TimedConnector { inner: https }) })
     }
 
-    pub fn request(
-        &self,
-        req: http::Request<UpstreamBody>,
-    ) -> hyper_util::client::legacy::ResponseFuture {
+    pub fn request(&self, req: http::Request<UpstreamBody>) -> hyper_util::client::legacy::ResponseFuture {
         self.client.request(req)
     }
 }

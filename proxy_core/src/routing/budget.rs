@@ -21,12 +21,8 @@ impl Default for RetryBudget {
     fn default() -> Self {
         // A new pool starts with one second of the floor, so its first failures can be retried.
         let start = Instant::now();
-        let earlier = start
-            .checked_sub(std::time::Duration::from_secs(1))
-            .unwrap_or(start);
-        Self {
-            state: Mutex::new((0, earlier)),
-        }
+        let earlier = start.checked_sub(std::time::Duration::from_secs(1)).unwrap_or(start);
+        Self { state: Mutex::new((0, earlier)) }
     }
 }
 
@@ -39,8 +35,7 @@ impl RetryBudget {
         let mut guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let (tokens, last) = &mut *guard;
         let now = Instant::now();
-        let earned =
-            thousandths(min_per_second * now.saturating_duration_since(*last).as_secs_f64());
+        let earned = thousandths(min_per_second * now.saturating_duration_since(*last).as_secs_f64());
         // Keep the clock where it was until a whole thousandth is earned, so fractions add up.
         if earned > 0 || min_per_second == 0.0 {
             *last = now;

@@ -32,11 +32,8 @@ async fn check(member: Arc<Member>, config: HealthCheckConfig) {
         let _ = response.into_body().collect().await;
         Some(ok)
     };
-    let healthy = tokio::time::timeout(Duration::from_millis(config.timeout_ms), exchange)
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or(false);
+    let healthy =
+        tokio::time::timeout(Duration::from_millis(config.timeout_ms), exchange).await.ok().flatten().unwrap_or(false);
     member.state.record_check(healthy, config.unhealthy_after);
     if !healthy {
         tracing::debug!(upstream = %member.id, "health check failed");
@@ -57,10 +54,7 @@ pub async fn run(shared: Arc<Shared>) {
                 continue;
             };
             for member in &pool.members {
-                if member
-                    .state
-                    .check_due(Duration::from_millis(config.interval_ms))
-                {
+                if member.state.check_due(Duration::from_millis(config.interval_ms)) {
                     tokio::spawn(check(member.clone(), config.clone()));
                 }
             }

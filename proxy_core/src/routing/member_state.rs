@@ -134,10 +134,7 @@ impl MemberState {
     pub fn try_claim_probe(&self) -> bool {
         self.is_ejected()
             && self.ejected_until.load(Ordering::Acquire) <= self.now_ms()
-            && self
-                .probing
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
+            && self.probing.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 
     /// Time until the member may be used again (cooldown, ejection, drill), if it is out.
@@ -153,47 +150,29 @@ impl MemberState {
 
     pub fn record_ttfb(&self, ttfb: Duration) {
         let sample = u64::try_from(ttfb.as_micros()).unwrap_or(u64::MAX);
-        let _ = self
-            .ttfb_ewma_us
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
-                Some(if old == 0 {
-                    sample
-                } else {
-                    old - old / 8 + sample / 8
-                })
-            });
+        let _ = self.ttfb_ewma_us.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+            Some(if old == 0 { sample } else { old - old / 8 + sample / 8 })
+        });
     }
 
     /// Apply a verdict. `ejected_in_pool` and `pool_size` enforce the ejection cap.
-    pub fn judge(
-        &self,
-        verdict: Verdict,
-        policy: &EjectionConfig,
-        ejected_in_pool: usize,
-        pool_size: usize,
-    ) {
+    pub fn judge(&self, verdict: Verdict, policy: &EjectionConfig, ejected_in_pool: usize, pool_size: usize) {
         let was_probe = self.probing.swap(false, Ordering::AcqRel);
         match verdict {
             Verdict::Success => {
                 self.consecutive_failures.store(0, Ordering::Release);
-                if was_probe
-                    || self.is_ejected()
-                        && self.ejected_until.load(Ordering::Acquire) <= self.now_ms()
-                {
+                if was_probe || self.is_ejected() && self.ejected_until.load(Ordering::Acquire) <= self.now_ms() {
                     self.ejected_until.store(0, Ordering::Release);
-                    let _ =
-                        self.times_ejected
-                            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
-                                Some(t.saturating_sub(1))
-                            });
+                    let _ = self
+                        .times_ejected
+                        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| Some(t.saturating_sub(1)));
                 }
             }
             Verdict::Neutral => {}
             Verdict::Failure => {
                 let failures = self.consecutive_failures.fetch_add(1, Ordering::AcqRel) + 1;
                 let threshold = policy.consecutive_failures;
-                let trip =
-                    was_probe || (threshold > 0 && failures >= threshold && !self.is_ejected());
+                let trip = was_probe || (threshold > 0 && failures >= threshold && !self.is_ejected());
                 if !trip {
                     return;
                 }
@@ -204,17 +183,12 @@ impl MemberState {
                 }
                 let times = self.times_ejected.fetch_add(1, Ordering::AcqRel);
                 let base = policy.base_ms.max(1) as f64;
-                let length =
-                    (base * 2f64.powi(times.min(16) as i32)).min(policy.max_ms.max(1) as f64);
+                let length = (base * 2f64.powi(times.min(16) as i32)).min(policy.max_ms.max(1) as f64);
                 let jittered = length * (0.9 + 0.2 * fastrand::f64());
-                self.ejected_until
-                    .store(self.now_ms() + jittered as u64, Ordering::Release);
+                self.ejected_until.store(self.now_ms() + jittered as u64, Ordering::Release);
                 self.consecutive_failures.store(0, Ordering::Release);
                 self.ejections_total.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    ejected_ms = jittered as u64,
-                    "upstream member ejected after consecutive failures"
-                );
+                tracing::warn!(ejected_ms = jittered as u64, "upstream member ejected after consecutive failures");
             }
         }
     }
@@ -227,11 +201,7 @@ impl MemberState {
 
     /// Force the member out for `length` (zero ends a drill).
     pub fn drill(&self, length: Duration) {
-        let until = if length.is_zero() {
-            0
-        } else {
-            self.now_ms() + ms(length)
-        };
+        let until = if length.is_zero() { 0 } else { self.now_ms() + ms(length) };
         self.drill_until.store(until, Ordering::Release);
     }
 
@@ -242,12 +212,7 @@ impl MemberState {
         next <= now
             && self
                 .next_check_at
-                .compare_exchange(
-                    next,
-                    now + ms(interval),
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
+                .compare_exchange(next, now + ms(interval), Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
     }
 
@@ -274,15 +239,8 @@ pub struct MemberLease {
 
 impl MemberLease {
     pub fn new(pool: Arc<Pool>, index: usize) -> Self {
-        pool.members[index]
-            .state
-            .inflight
-            .fetch_add(1, Ordering::Relaxed);
-        Self {
-            pool,
-            index,
-            verdict: Verdict::Neutral,
-        }
+        pool.members[index].state.inflight.fetch_add(1, Ordering::Relaxed);
+        Self { pool, index, verdict: Verdict::Neutral }
     }
 
     pub fn set_verdict(&mut self, verdict: Verdict) {
@@ -309,12 +267,7 @@ mod tests {
     use super::*;
 
     fn policy() -> EjectionConfig {
-        EjectionConfig {
-            consecutive_failures: 3,
-            base_ms: 1000,
-            max_ms: 3000,
-            max_ejected_percent: 50,
-        }
+        EjectionConfig { consecutive_failures: 3, base_ms: 1000, max_ms: 3000, max_ejected_percent: 50 }
     }
 
     #[tokio::test(start_paused = true)]
@@ -328,10 +281,7 @@ mod tests {
         m.judge(Verdict::Failure, &p, 0, 4);
         assert_eq!(m.availability(), Availability::Ejected);
         let out = m.out_for().unwrap();
-        assert!(
-            out >= Duration::from_millis(899) && out <= Duration::from_millis(1101),
-            "{out:?}"
-        );
+        assert!(out >= Duration::from_millis(899) && out <= Duration::from_millis(1101), "{out:?}");
         tokio::time::advance(Duration::from_millis(1101)).await;
         assert_eq!(m.availability(), Availability::ProbeReady);
         assert!(m.try_claim_probe());

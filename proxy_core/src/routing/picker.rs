@@ -12,9 +12,7 @@ fn score(m: &Member) -> f64 {
 }
 
 fn has_room(m: &Member) -> bool {
-    m.weight > 0
-        && m.max_concurrency
-            .is_none_or(|cap| m.state.inflight() < u64::from(cap))
+    m.weight > 0 && m.max_concurrency.is_none_or(|cap| m.state.inflight() < u64::from(cap))
 }
 
 /// Pick a member not in `exclude` (already tried for this request). `None` when no member can
@@ -48,11 +46,7 @@ pub fn pick_member(members: &[Arc<Member>], exclude: &[usize]) -> Option<usize> 
                 ready[n - 1]
             };
             let (a, b) = (draw(), draw());
-            Some(if score(&members[a]) <= score(&members[b]) {
-                a
-            } else {
-                b
-            })
+            Some(if score(&members[a]) <= score(&members[b]) { a } else { b })
         }
     }
 }

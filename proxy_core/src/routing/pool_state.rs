@@ -27,22 +27,13 @@ impl Default for PoolState {
 
 impl PoolState {
     fn now_ms(&self) -> u64 {
-        u64::try_from(
-            Instant::now()
-                .saturating_duration_since(self.base)
-                .as_millis(),
-        )
-        .unwrap_or(u64::MAX)
-            + 1
+        u64::try_from(Instant::now().saturating_duration_since(self.base).as_millis()).unwrap_or(u64::MAX) + 1
     }
 
     /// Force the whole pool out for `length` (zero ends the drill): its route's next pool serves.
     pub fn drill(&self, length: Duration) {
-        let until = if length.is_zero() {
-            0
-        } else {
-            self.now_ms() + u64::try_from(length.as_millis()).unwrap_or(u64::MAX)
-        };
+        let until =
+            if length.is_zero() { 0 } else { self.now_ms() + u64::try_from(length.as_millis()).unwrap_or(u64::MAX) };
         self.drill_until.store(until, Ordering::Release);
     }
 

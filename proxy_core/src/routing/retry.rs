@@ -73,14 +73,8 @@ impl RetryPolicy {
                 "reset" => policy.on_reset = true,
                 "timeout" => policy.on_timeout = true,
                 code => match code.parse::<u16>() {
-                    Ok(status) if status == 429 || (500..600).contains(&status) => {
-                        policy.statuses.push(status)
-                    }
-                    _ => {
-                        return Err(format!(
-                            "{code:?} is not connect, reset, timeout, 429 or a 5xx status"
-                        ))
-                    }
+                    Ok(status) if status == 429 || (500..600).contains(&status) => policy.statuses.push(status),
+                    _ => return Err(format!("{code:?} is not connect, reset, timeout, 429 or a 5xx status")),
                 },
             }
         }
@@ -99,9 +93,7 @@ impl RetryPolicy {
     /// Full jitter: a uniform wait in [0, min(cap, base * 2^retry)] before retry number `retry`
     /// (1 for the first retry).
     pub fn backoff(&self, retry: u32) -> Duration {
-        let exp = self
-            .backoff_base
-            .saturating_mul(1u32 << retry.saturating_sub(1).min(16));
+        let exp = self.backoff_base.saturating_mul(1u32 << retry.saturating_sub(1).min(16));
         let ceiling = exp.min(self.backoff_cap);
         ceiling.mul_f64(fastrand::f64())
     }
@@ -118,29 +110,20 @@ mod tests {
         assert!(!policy.retries(RetryReason::Timeout, 0));
         assert!(policy.retries(RetryReason::Status5xx, 503));
         assert!(!policy.retries(RetryReason::Status5xx, 501));
-        let bad = RetryConfig {
-            retry_on: vec!["404".into()],
-            ..RetryConfig::default()
-        };
+        let bad = RetryConfig { retry_on: vec!["404".into()], ..RetryConfig::default() };
         assert!(RetryPolicy::compile(&bad).is_err());
     }
 
     #[test]
     fn backoff_is_full_jitter_under_a_growing_capped_ceiling() {
-        let policy = RetryPolicy::compile(&RetryConfig {
-            backoff_base_ms: 10,
-            backoff_cap_ms: 50,
-            ..RetryConfig::default()
-        })
-        .unwrap();
+        let policy =
+            RetryPolicy::compile(&RetryConfig { backoff_base_ms: 10, backoff_cap_ms: 50, ..RetryConfig::default() })
+                .unwrap();
         for (retry, ceiling) in [(1, 10), (2, 20), (3, 40), (4, 50), (9, 50)] {
             let samples: Vec<Duration> = (0..2000).map(|_| policy.backoff(retry)).collect();
             let max = samples.iter().max().unwrap();
             assert!(*max <= Duration::from_millis(ceiling));
-            assert!(
-                *max > Duration::from_millis(ceiling) * 9 / 10,
-                "retry {retry}: spread reaches the ceiling"
-            );
+            assert!(*max > Duration::from_millis(ceiling) * 9 / 10, "retry {retry}: spread reaches the ceiling");
             assert!(samples.iter().min().unwrap() < &Duration::from_millis(ceiling / 10 + 1));
         }
     }

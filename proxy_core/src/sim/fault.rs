@@ -35,9 +35,7 @@ impl FromStr for FaultSpec {
         let head = parts.next().unwrap_or_default();
         let (kind, rate) = match head.split_once('=') {
             Some((kind, rate)) => {
-                let rate: f64 = rate
-                    .parse()
-                    .map_err(|_| format!("{s:?}: rate {rate:?} is not a number"))?;
+                let rate: f64 = rate.parse().map_err(|_| format!("{s:?}: rate {rate:?} is not a number"))?;
                 if !(0.0..=1.0).contains(&rate) {
                     return Err(format!("{s:?}: rate must be between 0 and 1"));
                 }
@@ -47,17 +45,13 @@ impl FromStr for FaultSpec {
         };
         let mut params = Vec::new();
         for p in parts {
-            let (k, v) = p
-                .split_once('=')
-                .ok_or_else(|| format!("{s:?}: parameter {p:?} is not key=value"))?;
+            let (k, v) = p.split_once('=').ok_or_else(|| format!("{s:?}: parameter {p:?} is not key=value"))?;
             params.push((k, v));
         }
         let get = |name: &str| params.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
         let num = |name: &str, default: Option<f64>| -> Result<f64, String> {
             match get(name) {
-                Some(v) => v
-                    .parse()
-                    .map_err(|_| format!("{s:?}: {name}={v:?} is not a number")),
+                Some(v) => v.parse().map_err(|_| format!("{s:?}: {name}={v:?} is not a number")),
                 None => default.ok_or_else(|| format!("{s:?}: {kind} needs {name}=")),
             }
         };
@@ -82,28 +76,17 @@ impl FromStr for FaultSpec {
                 if !(400.0..600.0).contains(&code) {
                     return Err(format!("{s:?}: code must be 4xx or 5xx"));
                 }
-                let retry_after = get("retry_after")
-                    .map(|_| num("retry_after", None))
-                    .transpose()?;
-                Fault::Status {
-                    code: code as u16,
-                    retry_after,
-                }
+                let retry_after = get("retry_after").map(|_| num("retry_after", None)).transpose()?;
+                Fault::Status { code: code as u16, retry_after }
             }
             "hang" => Fault::Hang,
-            "hang_after" => Fault::HangAfter {
-                after: num("after", None)? as u32,
-            },
+            "hang_after" => Fault::HangAfter { after: num("after", None)? as u32 },
             "cut" => Fault::Cut {
                 after: num("after", None)? as u32,
                 done: matches!(get("done"), Some("true" | "1" | "yes")),
             },
-            "drip" => Fault::Drip {
-                ms: num("ms", None)?,
-            },
-            "malformed" => Fault::Malformed {
-                after: num("after", Some(0.0))? as u32,
-            },
+            "drip" => Fault::Drip { ms: num("ms", None)? },
+            "malformed" => Fault::Malformed { after: num("after", Some(0.0))? as u32 },
             _ => Fault::NoUsage,
         };
         Ok(FaultSpec { fault, rate })
@@ -139,11 +122,7 @@ impl FaultSet {
     }
 
     /// Roll the configured rates, or take the request's header when it has one.
-    pub fn choose(
-        configured: &[FaultSpec],
-        header: Option<&str>,
-        rng: &mut fastrand::Rng,
-    ) -> Result<FaultSet, String> {
+    pub fn choose(configured: &[FaultSpec], header: Option<&str>, rng: &mut fastrand::Rng) -> Result<FaultSet, String> {
         let mut set = FaultSet::default();
         match header {
             Some(text) => {
@@ -170,31 +149,11 @@ mod tests {
     #[test]
     fn specs_parse_with_defaults_and_refuse_mistakes() {
         assert_eq!(
-            "status=0.1,code=429,retry_after=2"
-                .parse::<FaultSpec>()
-                .unwrap(),
-            FaultSpec {
-                fault: Fault::Status {
-                    code: 429,
-                    retry_after: Some(2.0)
-                },
-                rate: 0.1
-            }
+            "status=0.1,code=429,retry_after=2".parse::<FaultSpec>().unwrap(),
+            FaultSpec { fault: Fault::Status { code: 429, retry_after: Some(2.0) }, rate: 0.1 }
         );
-        assert_eq!(
-            "cut,after=3".parse::<FaultSpec>().unwrap().fault,
-            Fault::Cut {
-                after: 3,
-                done: false
-            }
-        );
-        assert_eq!(
-            "cut,after=3,done=true".parse::<FaultSpec>().unwrap().fault,
-            Fault::Cut {
-                after: 3,
-                done: true
-            }
-        );
+        assert_eq!("cut,after=3".parse::<FaultSpec>().unwrap().fault, Fault::Cut { after: 3, done: false });
+        assert_eq!("cut,after=3,done=true".parse::<FaultSpec>().unwrap().fault, Fault::Cut { after: 3, done: true });
         assert!("cut".parse::<FaultSpec>().is_err());
         assert!("cut,before=3".parse::<FaultSpec>().is_err());
         assert!("explode".parse::<FaultSpec>().is_err());

@@ -60,15 +60,9 @@ impl Drop for RecordGuard {
 }
 
 fn full(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<SimBody> {
-    let mut response = Response::new(
-        Full::new(Bytes::from(body))
-            .map_err(|never| match never {})
-            .boxed_unsync(),
-    );
+    let mut response = Response::new(Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed_unsync());
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
 }
 
@@ -77,9 +71,7 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 fn header_f64(headers: &HeaderMap, name: &str) -> Option<f64> {
-    header_str(headers, name)
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+    header_str(headers, name).and_then(|v| v.trim().parse().ok()).filter(|v: &f64| v.is_finite() && *v >= 0.0)
 }
 
 fn authorized(state: &SimState, headers: &HeaderMap) -> bool {
@@ -103,10 +95,7 @@ fn embedding_inputs(body: &[u8]) -> usize {
     }
 }
 
-pub async fn handle(
-    state: Arc<SimState>,
-    req: Request<Incoming>,
-) -> Result<Response<SimBody>, Infallible> {
+pub async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Result<Response<SimBody>, Infallible> {
     Ok(route(state, req).await)
 }
 
@@ -140,14 +129,12 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         );
     }
     if endpoint == Endpoint::Models {
-        let names = if state.models.is_empty() {
-            vec!["sim-model".to_string()]
-        } else {
-            state.models.clone()
-        };
-        let data: Vec<_> = names.iter().map(|m| serde_json::json!({"id": m, "object": "model", "created": 0, "owned_by": "sim"})).collect();
-        let body = serde_json::to_vec(&serde_json::json!({"object": "list", "data": data}))
-            .unwrap_or_default();
+        let names = if state.models.is_empty() { vec!["sim-model".to_string()] } else { state.models.clone() };
+        let data: Vec<_> = names
+            .iter()
+            .map(|m| serde_json::json!({"id": m, "object": "model", "created": 0, "owned_by": "sim"}))
+            .collect();
+        let body = serde_json::to_vec(&serde_json::json!({"object": "list", "data": data})).unwrap_or_default();
         return full(StatusCode::OK, "application/json", body);
     }
     let n = state.requests.fetch_add(1, Ordering::Relaxed);
@@ -191,11 +178,7 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         Err(e) => {
             record.outcome = Some("bad_request");
             record.line.status = 400;
-            return full(
-                StatusCode::BAD_REQUEST,
-                "application/json",
-                error_body(endpoint, 400, &e.message),
-            );
+            return full(StatusCode::BAD_REQUEST, "application/json", error_body(endpoint, 400, &e.message));
         }
     };
     let model = peeked.model.to_string();
@@ -206,11 +189,7 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
     if !state.models.is_empty() && !state.models.contains(&model) {
         record.outcome = Some("bad_request");
         record.line.status = 404;
-        return full(
-            StatusCode::NOT_FOUND,
-            "application/json",
-            error_body(endpoint, 404, "model not found"),
-        );
+        return full(StatusCode::NOT_FOUND, "application/json", error_body(endpoint, 404, "model not found"));
     }
 
     let mut rng = match state.seed {
@@ -218,20 +197,12 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         None => fastrand::Rng::new(),
     };
     let configured = state.faults.load();
-    let faults = match FaultSet::choose(
-        &configured,
-        header_str(&parts.headers, "x-sim-fault"),
-        &mut rng,
-    ) {
+    let faults = match FaultSet::choose(&configured, header_str(&parts.headers, "x-sim-fault"), &mut rng) {
         Ok(f) => f,
         Err(e) => {
             record.outcome = Some("bad_request");
             record.line.status = 400;
-            return full(
-                StatusCode::BAD_REQUEST,
-                "application/json",
-                error_body(endpoint, 400, &e),
-            );
+            return full(StatusCode::BAD_REQUEST, "application/json", error_body(endpoint, 400, &e));
         }
     };
     record.line.faults = faults.names.clone();
@@ -240,11 +211,7 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         record.line.status = code;
         record.line.prompt_tokens = 0;
         let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response = full(
-            status,
-            "application/json",
-            error_body(endpoint, code, "simulated failure"),
-        );
+        let mut response = full(status, "application/json", error_body(endpoint, code, "simulated failure"));
         if let Some(after) = retry_after {
             if let Ok(v) = HeaderValue::from_str(&format!("{}", after.ceil() as u64)) {
                 response.headers_mut().insert("retry-after", v);
@@ -261,12 +228,8 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
     }
 
     let mut timing = Timing {
-        ttft_ms: header_f64(&parts.headers, "x-sim-ttft-ms")
-            .map(Dist::Fixed)
-            .unwrap_or_else(|| state.ttft_ms.clone()),
-        itl_ms: header_f64(&parts.headers, "x-sim-itl-ms")
-            .map(Dist::Fixed)
-            .unwrap_or_else(|| state.itl_ms.clone()),
+        ttft_ms: header_f64(&parts.headers, "x-sim-ttft-ms").map(Dist::Fixed).unwrap_or_else(|| state.ttft_ms.clone()),
+        itl_ms: header_f64(&parts.headers, "x-sim-itl-ms").map(Dist::Fixed).unwrap_or_else(|| state.itl_ms.clone()),
         prefill_ms_per_1k: state.prefill_ms_per_1k,
         rng,
     };
@@ -279,13 +242,7 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         };
         tokio::time::sleep(timing.first_token(prompt_tokens)).await;
         let usage_prompt = prompt_tokens;
-        let body = embeddings_body(
-            &model,
-            embedding_inputs(&bytes),
-            state.embedding_dims,
-            usage_prompt,
-            n,
-        );
+        let body = embeddings_body(&model, embedding_inputs(&bytes), state.embedding_dims, usage_prompt, n);
         record.outcome = Some("complete");
         return full(StatusCode::OK, "application/json", body);
     }
@@ -297,11 +254,7 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
             None => (timing_sample_tokens(&state.output_tokens, &mut timing.rng)).max(1),
         },
     };
-    let finish = if peeked.max_tokens.is_some_and(|m| u64::from(tokens) >= m) {
-        "length"
-    } else {
-        "stop"
-    };
+    let finish = if peeked.max_tokens.is_some_and(|m| u64::from(tokens) >= m) { "length" } else { "stop" };
     let id = match endpoint {
         Endpoint::Messages => format!("msg_{n:x}"),
         Endpoint::Completions => format!("cmpl-{n:x}"),
@@ -311,23 +264,12 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
     if peeked.stream {
         let include_usage = endpoint != Endpoint::Messages && peeked.client_include_usage;
         let wire = StreamWire::new(endpoint, &id, &model, created, include_usage);
-        let state_machine = StreamState::new(
-            wire,
-            timing,
-            faults,
-            tokens,
-            finish,
-            prompt_tokens,
-            state.compute.clone(),
-            record,
-        );
+        let state_machine =
+            StreamState::new(wire, timing, faults, tokens, finish, prompt_tokens, state.compute.clone(), record);
         let stream = futures_util::stream::unfold(state_machine, step);
         let mut response = Response::new(StreamBody::new(stream).boxed_unsync());
         let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         return response;
     }
@@ -369,21 +311,10 @@ fn with_echo(body: &[u8], headers: &HeaderMap, request: &[u8]) -> Vec<u8> {
     };
     let seen: serde_json::Map<String, serde_json::Value> = headers
         .iter()
-        .map(|(k, v)| {
-            (
-                k.to_string(),
-                serde_json::Value::String(String::from_utf8_lossy(v.as_bytes()).into_owned()),
-            )
-        })
+        .map(|(k, v)| (k.to_string(), serde_json::Value::String(String::from_utf8_lossy(v.as_bytes()).into_owned())))
         .collect();
-    map.insert(
-        "sim_request_headers".into(),
-        serde_json::Value::Object(seen),
-    );
-    map.insert(
-        "sim_request_body".into(),
-        serde_json::Value::String(String::from_utf8_lossy(request).into_owned()),
-    );
+    map.insert("sim_request_headers".into(), serde_json::Value::Object(seen));
+    map.insert("sim_request_body".into(), serde_json::Value::String(String::from_utf8_lossy(request).into_owned()));
     serde_json::to_vec(&map).unwrap_or_else(|_| body.to_vec())
 }
 
@@ -395,28 +326,16 @@ async fn faults_endpoint(state: &SimState, req: Request<Incoming>) -> Response<S
         serde_json::to_vec(&serde_json::json!({ "faults": specs })).unwrap_or_default()
     };
     let refuse = |status: StatusCode, message: &str| {
-        full(
-            status,
-            "application/json",
-            error_body(Endpoint::ChatCompletions, status.as_u16(), message),
-        )
+        full(status, "application/json", error_body(Endpoint::ChatCompletions, status.as_u16(), message))
     };
     match *req.method() {
-        Method::GET => full(
-            StatusCode::OK,
-            "application/json",
-            list(&state.faults.load()),
-        ),
+        Method::GET => full(StatusCode::OK, "application/json", list(&state.faults.load())),
         Method::PUT => {
             #[derive(serde::Deserialize)]
             struct Body {
                 faults: Vec<String>,
             }
-            let Ok(bytes) = Limited::new(req.into_body(), 64 * 1024)
-                .collect()
-                .await
-                .map(|b| b.to_bytes())
-            else {
+            let Ok(bytes) = Limited::new(req.into_body(), 64 * 1024).collect().await.map(|b| b.to_bytes()) else {
                 return refuse(StatusCode::BAD_REQUEST, "unreadable body");
             };
             let parsed: Result<Vec<FaultSpec>, String> = serde_json::from_slice::<Body>(&bytes)

@@ -90,9 +90,7 @@ pub struct SimArgs {
 impl SimArgs {
     /// Parse `sluicegate sim` arguments (without the program name).
     pub fn parse_from_args(args: &[String]) -> Result<SimArgs, clap::Error> {
-        SimArgs::try_parse_from(
-            std::iter::once("sluicegate sim".to_string()).chain(args.iter().cloned()),
-        )
+        SimArgs::try_parse_from(std::iter::once("sluicegate sim".to_string()).chain(args.iter().cloned()))
     }
 }
 
@@ -124,27 +122,18 @@ impl Simulator {
             models: args.models.clone(),
             embedding_dims: args.embedding_dims,
             api_key: args.api_key.clone(),
-            compute: (args.max_concurrency > 0)
-                .then(|| Arc::new(Semaphore::new(args.max_concurrency))),
+            compute: (args.max_concurrency > 0).then(|| Arc::new(Semaphore::new(args.max_concurrency))),
             record: recorder.as_ref().and_then(Recorder::sender),
             seed: args.seed,
             requests: AtomicU64::new(0),
         });
         let listen = format!("{}:{}", args.host, args.port);
-        let served = Served::start(
-            args.workers,
-            "sluicegate-sim",
-            &listen,
-            move |listener, stop| {
-                let settings = ConnSettings {
-                    max_connections: 100_000,
-                    ..ConnSettings::default()
-                };
-                let counters = Arc::new(ConnCounters::default());
-                let handler = move |req| handler::handle(state.clone(), req);
-                server::serve(listener, settings, counters, handler, stop)
-            },
-        )?;
+        let served = Served::start(args.workers, "sluicegate-sim", &listen, move |listener, stop| {
+            let settings = ConnSettings { max_connections: 100_000, ..ConnSettings::default() };
+            let counters = Arc::new(ConnCounters::default());
+            let handler = move |req| handler::handle(state.clone(), req);
+            server::serve(listener, settings, counters, handler, stop)
+        })?;
         Ok(Simulator { served, recorder })
     }
 

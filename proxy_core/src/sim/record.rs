@@ -36,24 +36,19 @@ impl Recorder {
     pub fn open(path: &Path) -> std::io::Result<Recorder> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         let (tx, rx) = mpsc::channel::<RecordLine>();
-        let writer = std::thread::Builder::new()
-            .name("sluicegate-sim-record".into())
-            .spawn(move || {
-                let mut out = LineWriter::new(file);
-                for line in rx {
-                    if let Ok(mut text) = serde_json::to_vec(&line) {
-                        text.push(b'\n');
-                        if let Err(e) = out.write_all(&text) {
-                            tracing::error!(error = %e, "could not write the record file");
-                        }
+        let writer = std::thread::Builder::new().name("sluicegate-sim-record".into()).spawn(move || {
+            let mut out = LineWriter::new(file);
+            for line in rx {
+                if let Ok(mut text) = serde_json::to_vec(&line) {
+                    text.push(b'\n');
+                    if let Err(e) = out.write_all(&text) {
+                        tracing::error!(error = %e, "could not write the record file");
                     }
                 }
-                let _ = out.flush();
-            })?;
-        Ok(Recorder {
-            tx: Some(tx),
-            writer: Some(writer),
-        })
+            }
+            let _ = out.flush();
+        })?;
+        Ok(Recorder { tx: Some(tx), writer: Some(writer) })
     }
 
     pub fn sender(&self) -> Option<mpsc::Sender<RecordLine>> {

@@ -103,9 +103,7 @@ pub async fn step(mut st: StreamState) -> Step {
             }
             Phase::Tokens(i) => {
                 if i == st.tokens {
-                    let epilogue =
-                        st.wire
-                            .epilogue(st.prompt_tokens, st.tokens, st.finish, st.with_usage());
+                    let epilogue = st.wire.epilogue(st.prompt_tokens, st.tokens, st.finish, st.with_usage());
                     st.queued.extend(epilogue);
                     st.phase = Phase::Finish;
                     continue;
@@ -123,8 +121,7 @@ pub async fn step(mut st: StreamState) -> Step {
                         }
                         st.record.outcome = Some("cut");
                         st.phase = Phase::Done;
-                        let error =
-                            io::Error::new(io::ErrorKind::ConnectionAborted, "simulated cut");
+                        let error = io::Error::new(io::ErrorKind::ConnectionAborted, "simulated cut");
                         return Some((Err(error), st));
                     }
                 }

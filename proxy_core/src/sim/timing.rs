@@ -18,8 +18,7 @@ fn ms(v: f64) -> Duration {
 
 impl Timing {
     pub fn first_token(&mut self, prompt_tokens: u64) -> Duration {
-        ms(self.ttft_ms.sample(&mut self.rng)
-            + self.prefill_ms_per_1k * prompt_tokens as f64 / 1000.0)
+        ms(self.ttft_ms.sample(&mut self.rng) + self.prefill_ms_per_1k * prompt_tokens as f64 / 1000.0)
     }
 
     pub fn next_gap(&mut self) -> Duration {

@@ -8,8 +8,8 @@ use crate::endpoint::Endpoint;
 
 /// JSON-safe token texts (no escaping needed), cycled through.
 const VOCAB: &[&str] = &[
-    " the", " gate", " opens", " and", " water", " flows", " through", " a", " narrow", " sluice",
-    " into", " the", " mill", " race", " below", ".",
+    " the", " gate", " opens", " and", " water", " flows", " through", " a", " narrow", " sluice", " into", " the",
+    " mill", " race", " below", ".",
 ];
 
 pub fn token_text(i: u32) -> &'static str {
@@ -40,13 +40,7 @@ pub struct StreamWire {
 }
 
 impl StreamWire {
-    pub fn new(
-        endpoint: Endpoint,
-        id: &str,
-        model: &str,
-        created: u64,
-        include_usage: bool,
-    ) -> Self {
+    pub fn new(endpoint: Endpoint, id: &str, model: &str, created: u64, include_usage: bool) -> Self {
         let model_json = serde_json::to_string(model).unwrap_or_else(|_| "\"sim\"".into());
         let usage_null = if include_usage { ",\"usage\":null" } else { "" };
         let (prefix, suffix) = match endpoint {
@@ -92,45 +86,24 @@ impl StreamWire {
             }
             Endpoint::Completions => Vec::new(),
             _ => {
-                let usage_null = if self.include_usage {
-                    ",\"usage\":null"
-                } else {
-                    ""
-                };
+                let usage_null = if self.include_usage { ",\"usage\":null" } else { "" };
                 vec![Bytes::from(format!("data: {{\"id\":\"{id}\",\"object\":\"chat.completion.chunk\",\"created\":{created},\"model\":{model},\"choices\":[{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":\"\"}},\"finish_reason\":null}}]{usage_null}}}\n\n"))]
             }
         }
     }
 
     pub fn token(&self, i: u32) -> Bytes {
-        concat(&[
-            &self.token_prefix,
-            token_text(i).as_bytes(),
-            &self.token_suffix,
-        ])
+        concat(&[&self.token_prefix, token_text(i).as_bytes(), &self.token_suffix])
     }
 
     /// Frames after the last token: finish reason, usage (when asked and not suppressed), end.
-    pub fn epilogue(
-        &self,
-        prompt_tokens: u64,
-        completion: u32,
-        finish: &str,
-        with_usage: bool,
-    ) -> Vec<Bytes> {
+    pub fn epilogue(&self, prompt_tokens: u64, completion: u32, finish: &str, with_usage: bool) -> Vec<Bytes> {
         let (id, model, created) = (&self.id, &self.model_json, self.created);
         match self.endpoint {
             Endpoint::Messages => {
-                let stop_reason = if finish == "length" {
-                    "max_tokens"
-                } else {
-                    "end_turn"
-                };
-                let usage = if with_usage {
-                    format!(",\"usage\":{{\"output_tokens\":{completion}}}")
-                } else {
-                    String::new()
-                };
+                let stop_reason = if finish == "length" { "max_tokens" } else { "end_turn" };
+                let usage =
+                    if with_usage { format!(",\"usage\":{{\"output_tokens\":{completion}}}") } else { String::new() };
                 vec![
                     Bytes::from_static(b"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"),
                     Bytes::from(format!("event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"{stop_reason}\",\"stop_sequence\":null}}{usage}}}\n\n")),
@@ -138,21 +111,14 @@ impl StreamWire {
                 ]
             }
             _ => {
-                let object = if self.endpoint == Endpoint::Completions {
-                    "text_completion"
-                } else {
-                    "chat.completion.chunk"
-                };
+                let object =
+                    if self.endpoint == Endpoint::Completions { "text_completion" } else { "chat.completion.chunk" };
                 let choice = if self.endpoint == Endpoint::Completions {
                     format!("{{\"index\":0,\"text\":\"\",\"logprobs\":null,\"finish_reason\":\"{finish}\"}}")
                 } else {
                     format!("{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"{finish}\"}}")
                 };
-                let usage_null = if self.include_usage {
-                    ",\"usage\":null"
-                } else {
-                    ""
-                };
+                let usage_null = if self.include_usage { ",\"usage\":null" } else { "" };
                 let mut frames = vec![Bytes::from(format!(
                     "data: {{\"id\":\"{id}\",\"object\":\"{object}\",\"created\":{created},\"model\":{model},\"choices\":[{choice}]{usage_null}}}\n\n"
                 ))];
@@ -170,9 +136,7 @@ impl StreamWire {
 
     pub fn done(&self) -> Bytes {
         match self.endpoint {
-            Endpoint::Messages => {
-                Bytes::from_static(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
-            }
+            Endpoint::Messages => Bytes::from_static(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"),
             _ => Bytes::from_static(b"data: [DONE]\n\n"),
         }
     }

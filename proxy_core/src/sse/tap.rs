@@ -94,12 +94,7 @@ enum Verdict {
 
 impl SseTap {
     pub fn new(flavor: Flavor, hide_usage: bool) -> Self {
-        Self {
-            flavor,
-            hide_usage,
-            pending: BytesMut::new(),
-            stats: TapStats::default(),
-        }
+        Self { flavor, hide_usage, pending: BytesMut::new(), stats: TapStats::default() }
     }
 
     pub fn feed(&mut self, chunk: Bytes) -> Fed {
@@ -179,9 +174,7 @@ impl SseTap {
             c.text.as_deref().is_some_and(|t| !t.is_empty())
                 || c.delta.as_ref().is_some_and(|d| {
                     d.content.as_deref().is_some_and(|t| !t.is_empty())
-                        || d.reasoning_content
-                            .as_deref()
-                            .is_some_and(|t| !t.is_empty())
+                        || d.reasoning_content.as_deref().is_some_and(|t| !t.is_empty())
                         || d.tool_calls.is_some()
                 })
         });
@@ -236,8 +229,7 @@ mod tests {
         format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{content}\"}}}}],\"usage\":null}}\n\n")
     }
 
-    const USAGE: &str =
-        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n";
+    const USAGE: &str = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n";
 
     #[test]
     fn openai_stream_counts_and_hides_the_usage_chunk() {
@@ -247,19 +239,9 @@ mod tests {
         assert_eq!(first.out.unwrap(), chunk("a"));
         let rest = format!("{}{USAGE}data: [DONE]\n\n", chunk("b"));
         let fed = tap.feed(Bytes::from(rest));
-        assert_eq!(
-            String::from_utf8(fed.out.unwrap().to_vec()).unwrap(),
-            format!("{}data: [DONE]\n\n", chunk("b"))
-        );
+        assert_eq!(String::from_utf8(fed.out.unwrap().to_vec()).unwrap(), format!("{}data: [DONE]\n\n", chunk("b")));
         assert_eq!(tap.stats.content_events, 2);
-        assert_eq!(
-            tap.stats.usage,
-            Some(TokenUsage {
-                prompt: 5,
-                completion: 2,
-                cached: 0
-            })
-        );
+        assert_eq!(tap.stats.usage, Some(TokenUsage { prompt: 5, completion: 2, cached: 0 }));
         assert!(tap.stats.terminated);
         assert_eq!((tap.stats.events_in, tap.stats.events_out), (4, 3));
     }
@@ -298,14 +280,7 @@ mod tests {
         );
         let fed = tap.feed(Bytes::from(stream));
         assert_eq!(fed.out.unwrap(), stream);
-        assert_eq!(
-            tap.stats.usage,
-            Some(TokenUsage {
-                prompt: 9,
-                completion: 4,
-                cached: 0
-            })
-        );
+        assert_eq!(tap.stats.usage, Some(TokenUsage { prompt: 9, completion: 4, cached: 0 }));
         assert_eq!(tap.stats.content_events, 1);
         assert!(tap.stats.terminated);
     }

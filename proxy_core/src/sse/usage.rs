@@ -44,11 +44,7 @@ impl UsageProbe {
         if let Some(c) = self.completion_tokens {
             usage.completion = c;
         }
-        if let Some(c) = self
-            .prompt_tokens_details
-            .as_ref()
-            .and_then(|d| d.cached_tokens)
-        {
+        if let Some(c) = self.prompt_tokens_details.as_ref().and_then(|d| d.cached_tokens) {
             usage.cached = c;
         }
         if let Some(input) = self.input_tokens {
@@ -109,11 +105,7 @@ pub fn completion_estimate_of_body(body: &[u8]) -> Option<u64> {
     if let Some(Measured(m)) = parsed.content {
         total.add(m);
     }
-    Some(if total == TextMeasure::default() {
-        0
-    } else {
-        total.tokens()
-    })
+    Some(if total == TextMeasure::default() { 0 } else { total.tokens() })
 }
 
 #[cfg(test)]
@@ -122,27 +114,12 @@ mod tests {
 
     #[test]
     fn openai_and_anthropic_bodies() {
-        let openai =
-            br#"{"id":"x","usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13,
+        let openai = br#"{"id":"x","usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13,
             "prompt_tokens_details":{"cached_tokens":4}}}"#;
-        assert_eq!(
-            usage_of_body(openai),
-            Some(TokenUsage {
-                prompt: 10,
-                completion: 3,
-                cached: 4
-            })
-        );
+        assert_eq!(usage_of_body(openai), Some(TokenUsage { prompt: 10, completion: 3, cached: 4 }));
         let anthropic = br#"{"type":"message","usage":{"input_tokens":7,"output_tokens":2,
             "cache_read_input_tokens":5,"cache_creation_input_tokens":1}}"#;
-        assert_eq!(
-            usage_of_body(anthropic),
-            Some(TokenUsage {
-                prompt: 13,
-                completion: 2,
-                cached: 5
-            })
-        );
+        assert_eq!(usage_of_body(anthropic), Some(TokenUsage { prompt: 13, completion: 2, cached: 5 }));
         assert_eq!(usage_of_body(br#"{"usage":null}"#), None);
         assert_eq!(usage_of_body(b"not json"), None);
     }

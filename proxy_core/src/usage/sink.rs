@@ -29,10 +29,7 @@ impl UsageSink {
     }
 
     pub fn pending(&self) -> usize {
-        self.queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
 
     /// Whether a new billable request may start. Requests already admitted may push the queue
@@ -58,11 +55,7 @@ impl UsageSink {
             if now >= deadline {
                 return Vec::new();
             }
-            queue = self
-                .ready
-                .wait_timeout(queue, deadline - now)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            queue = self.ready.wait_timeout(queue, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
         }
         let n = max.min(queue.len());
         queue.drain(..n).collect()
