@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from sluicegate._core import ConfigError, Core
+from sluicegate._core import ConfigError, Core, StaleConfigError
 
 from control.timeutil import utcnow
 
@@ -32,6 +32,25 @@ class Rejection:
     version: int
     message: str
     at: datetime
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The core's NACK as its arguments say it: the whole message and, for a field at fault,
+    its path in the payload (`pools[0].timeouts.total_ms`) and what is wrong with it."""
+
+    message: str
+    path: str | None = None
+    detail: str | None = None
+
+
+def refusal_of(error: ConfigError) -> Refusal:
+    """`ConfigError.args` is `(message, path, detail)`; `StaleConfigError` carries `(message,)`."""
+    args = error.args
+    message = str(args[0]) if args else type(error).__name__
+    if len(args) == 3 and isinstance(args[1], str) and isinstance(args[2], str):
+        return Refusal(message, args[1], args[2])
+    return Refusal(message)
 
 
 class Drainer(Protocol):
@@ -70,12 +89,16 @@ class CoreBridge:
     # --- configuration --------------------------------------------------------------------------
 
     def apply(self, version: int, payload: str) -> int:
-        """Push a whole snapshot. Raises `ConfigError` (the NACK) and remembers it."""
+        """Push a whole snapshot. Raises `ConfigError` (the NACK) and remembers it, except
+        `StaleConfigError` (the core runs a newer version): not a verdict on the snapshot, the
+        caller resynchronizes the version and pushes again."""
         with self._lock:
             try:
                 acked = self._core.apply_config(version, payload)
+            except StaleConfigError:
+                raise
             except ConfigError as e:
-                self._rejection = Rejection(version, str(e), utcnow())
+                self._rejection = Rejection(version, refusal_of(e).message, utcnow())
                 raise
             self._acknowledged = Acknowledged(acked, utcnow())
             return acked

@@ -7,6 +7,9 @@ transaction back. One lock serializes changes, so versions only ever go up.
         m.record("pool.create", "pool", pool_id, {...})
 
 A mutation that records no change is a no-op: rolled back, no version, nothing pushed.
+
+Changes that act on the core outside the snapshot (drills) register how to undo that action with
+`m.undo_on_failure(...)`: it runs if the transaction does not commit.
 """
 
 from __future__ import annotations
@@ -18,16 +21,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sluicegate._core import ConfigError
+from sluicegate._core import ConfigError, StaleConfigError
 from sqlalchemy.orm import Session, sessionmaker
 
 from control.audit.models import AuditEntry
 from control.audit.redact import redact
 from control.caller import Caller
-from control.core_bridge import CoreBridge
+from control.core_bridge import CoreBridge, refusal_of
 from control.errors import CoreRejected, FieldError
 from control.snapshot import Snapshot, locate_fault
-from control.state import lock_state
+from control.state import ControlState, lock_state
 from control.timeutil import utcnow
 
 log = logging.getLogger("sluicegate.control")
@@ -51,6 +54,12 @@ class Mutation:
     # The resource being changed, to say which request field the core refused.
     subject: tuple[str, str] | None
     changes: list[Change] = field(default_factory=list)
+    undo: list[Callable[[], None]] = field(default_factory=list)
+
+    def undo_on_failure(self, action: Callable[[], None]) -> None:
+        """Run `action` if this mutation ends without a commit (an effect outside the database
+        that must not outlive a rolled-back change)."""
+        self.undo.append(action)
 
     def record(
         self,
@@ -92,40 +101,58 @@ class Mutator:
                     session.rollback()
                     return
                 session.flush()
-                version = None
-                if affects_core:
-                    version = state.config_version + 1
-                    state.config_version = version
+                version = self._push(session, state, subject) if affects_core else None
                 _add_audit_rows(session, mutation, version)
                 session.flush()
-                if version is not None:
-                    self._apply(session, version, subject)
             except CoreRejected as rejected:
                 session.rollback()
+                _undo(mutation)
                 self._record_rejection(caller, mutation, rejected)
                 raise
             except BaseException:
                 session.rollback()
+                _undo(mutation)
                 raise
             try:
                 session.commit()
             except Exception:
-                # The core runs what the database failed to keep: put it back in step.
-                log.exception("commit failed after the core acknowledged; resynchronizing")
                 session.rollback()
-                self._resync_locked()
+                _undo(mutation)
+                if version is not None:
+                    # The core runs what the database failed to keep: put it back in step.
+                    log.exception("commit failed after the core acknowledged; resynchronizing")
+                    self._resync_locked()
                 raise
 
     def snapshot(self, session: Session) -> Snapshot:
         """The snapshot the database holds now (what the next apply would push)."""
         return self._build(session)
 
-    def _apply(self, session: Session, version: int, subject: tuple[str, str] | None) -> None:
+    def _push(self, session: Session, state: ControlState, subject: tuple[str, str] | None) -> int:
+        """Apply the snapshot this transaction holds under the next version; returns it.
+        A refusal becomes `CoreRejected` naming the request field at fault."""
+        version = state.config_version + 1
         snapshot = self._build(session)
         try:
             self._bridge.apply(version, snapshot.payload)
+        except StaleConfigError:
+            # The core runs a version the database never committed (a commit failed after the
+            # ACK, and so did the resync that followed): move past it and push again.
+            core_version = self._bridge.core_version or 0
+            log.warning(
+                "the data plane runs config version %d, the database %d: resynchronizing",
+                core_version,
+                state.config_version,
+            )
+            version = max(version, core_version) + 1
+            try:
+                self._bridge.apply(version, snapshot.payload)
+            except ConfigError as e:
+                raise core_rejection(e, snapshot, subject) from None
         except ConfigError as e:
-            raise _rejection(str(e), snapshot, subject) from None
+            raise core_rejection(e, snapshot, subject) from None
+        state.config_version = version
+        return version
 
     def _record_rejection(self, caller: Caller, mutation: Mutation, rejected: CoreRejected) -> None:
         """The refused change leaves a trace in the audit log, in a transaction of its own."""
@@ -150,17 +177,18 @@ class Mutator:
     def _resync_locked(self) -> int:
         with self._sessions() as session:
             state = lock_state(session)
-            version = max(state.config_version, self._bridge.core_version or 0) + 1
-            state.config_version = version
-            session.flush()
-            snapshot = self._build(session)
-            try:
-                self._bridge.apply(version, snapshot.payload)
-            except ConfigError as e:
-                session.rollback()
-                raise _rejection(str(e), snapshot, None) from None
+            state.config_version = max(state.config_version, self._bridge.core_version or 0)
+            version = self._push(session, state, None)
             session.commit()
             return version
+
+
+def _undo(mutation: Mutation) -> None:
+    for action in reversed(mutation.undo):
+        try:
+            action()
+        except Exception:
+            log.exception("could not undo an effect of a rolled-back change")
 
 
 def _add_audit_rows(session: Session, mutation: Mutation, version: int | None) -> None:
@@ -182,10 +210,17 @@ def _add_audit_rows(session: Session, mutation: Mutation, version: int | None) -
         )
 
 
-def _rejection(message: str, snapshot: Snapshot, subject: tuple[str, str] | None) -> CoreRejected:
-    fault = locate_fault(message, snapshot.index)
+def core_rejection(
+    error: ConfigError, snapshot: Snapshot, subject: tuple[str, str] | None
+) -> CoreRejected:
+    refusal = refusal_of(error)
+    fault = (
+        None
+        if refusal.detail is None
+        else locate_fault(refusal.path, refusal.detail, snapshot.index)
+    )
     if fault is None:
-        return CoreRejected(f"the data plane refused the change: {message}")
+        return CoreRejected(f"the data plane refused the change: {refusal.message}")
     where = f"{fault.resource_type} {fault.resource_id!r}"
     text = f"the data plane refused the change: {where}: {fault.field}: {fault.message}"
     if subject == (fault.resource_type, fault.resource_id):

@@ -1,15 +1,14 @@
 """The whole data-plane snapshot, built from the database: exactly the JSON that
 `proxy_core/src/config/model.rs` (`ConfigPayload`) accepts, unknown fields being refused there.
 
-The index remembers which row became which list entry, so that the core's refusal
-(`pools[1].timeouts.total_ms: ...`) can be told in the API's words (pool `big`, field
-`timeouts.total_ms`).
+The index remembers which row became which list entry, so that the core's refusal (its
+`ConfigError` args: path `pools[1].timeouts.total_ms`, detail) can be told in the API's words
+(pool `big`, field `timeouts.total_ms`).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,28 +162,51 @@ def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -
     return Snapshot(json.dumps(payload, separators=(",", ":")), index)
 
 
-_REFUSAL = re.compile(r"^invalid config: (?P<path>[^:]+): (?P<message>.*)$", re.DOTALL)
-_HEAD = re.compile(r"^(?P<list>tenants|keys|pools|routes)\[(?P<i>\d+)\]\.?(?P<rest>.*)$")
-_MEMBER = re.compile(r"^members\[(?P<j>\d+)\]")
-
 _RESOURCE = {"tenants": "tenant", "keys": "key", "pools": "pool", "routes": "route"}
+# Payload fields that the API spells differently: a tenant's or key's `limits.rpm` is `rpm`.
+_FLATTENED = {"tenant": "limits.", "key": "limits."}
 
 
-def locate_fault(message: str, index: SnapshotIndex) -> Fault | None:
-    """The resource and field a core refusal points at, or None if it names no list entry."""
-    match = _REFUSAL.match(message)
-    if match is None:
+def path_steps(path: str) -> list[str | int] | None:
+    """`pools[1].members[0].weight` -> `["pools", 1, "members", 0, "weight"]`; None if the path
+    is not made of names and indexes."""
+    steps: list[str | int] = []
+    for part in path.split("."):
+        name, *indexes = part.split("[")
+        if name:
+            steps.append(name)
+        elif not indexes:
+            return None
+        for index in indexes:
+            if not index.endswith("]") or not index[:-1].isdigit():
+                return None
+            steps.append(int(index[:-1]))
+    return steps
+
+
+def render_path(steps: list[str | int]) -> str:
+    out = ""
+    for step in steps:
+        if isinstance(step, int):
+            out += f"[{step}]"
+        else:
+            out += f".{step}" if out else step
+    return out
+
+
+def locate_fault(path: str | None, detail: str, index: SnapshotIndex) -> Fault | None:
+    """The resource and request field a core refusal points at, or None if its path names no
+    list entry of the snapshot."""
+    steps = None if path is None else path_steps(path)
+    if not steps or len(steps) < 2 or steps[0] not in _RESOURCE or not isinstance(steps[1], int):
         return None
-    head = _HEAD.match(match["path"])
-    if head is None:
-        return None
-    entries: list[str] = getattr(index, head["list"])
-    i = int(head["i"])
+    kind, i = str(steps[0]), steps[1]
+    entries: list[str] = getattr(index, kind)
     if i >= len(entries):
         return None
-    rest = head["rest"]
+    resource_type = _RESOURCE[kind]
+    field_name = render_path(steps[2:]).removeprefix(_FLATTENED.get(resource_type, ""))
     provider_id = None
-    member = _MEMBER.match(rest)
-    if head["list"] == "pools" and member is not None:
-        provider_id = index.members.get((i, int(member["j"])))
-    return Fault(_RESOURCE[head["list"]], entries[i], rest, match["message"], provider_id)
+    if kind == "pools" and len(steps) > 3 and steps[2] == "members" and isinstance(steps[3], int):
+        provider_id = index.members.get((i, steps[3]))
+    return Fault(resource_type, entries[i], field_name or "body", detail, provider_id)

@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import threading
 
+from sluicegate._core import ConfigError, StaleConfigError
+
+from control.mutation import core_rejection
+from control.snapshot import Snapshot, SnapshotIndex
 from tests.control.helpers import Api, Harness, error_fields
 
 
@@ -130,3 +134,46 @@ def test_the_snapshot_matches_what_the_core_accepts(
     version = harness.bridge.core_version
     assert version is not None
     assert harness.bridge.apply(version + 1, json.dumps(payload)) == version + 1
+
+
+def test_a_core_ahead_of_the_database_is_resynchronized(harness: Harness, admin: Api) -> None:
+    # As after a commit that failed once the core had acknowledged (and a resync that failed too):
+    # the core runs a version the database never committed.
+    with harness.ctx.sessions() as session:
+        payload = harness.ctx.mutator.snapshot(session).payload
+    ahead = (harness.bridge.core_version or 0) + 5
+    harness.bridge.apply(ahead, payload)
+    admin.create_tenant(id="acme", name="Acme")
+    state = admin.get("/v1/admin/config/version").json()
+    assert state["committed_version"] == state["acknowledged_version"] == ahead + 1
+    assert harness.bridge.core_version == ahead + 1
+    assert state["last_rejection"] is None  # a stale version is not a refusal of the change
+    audit = admin.get("/v1/admin/audit", action="tenant.create").json()["items"][0]
+    assert audit["config_version"] == ahead + 1
+
+
+def test_refusals_are_told_in_the_api_s_words() -> None:
+    index = SnapshotIndex(
+        tenants=["acme"], keys=["key_1"], pools=["big"], members={(0, 1): "prov"}, routes=["chat"]
+    )
+    snapshot = Snapshot("{}", index)
+
+    def field_of(path: str, subject: tuple[str, str] | None) -> dict[str, str]:
+        error = ConfigError(f"invalid config: {path}: nope", path, "nope")
+        return {f.field: f.message for f in core_rejection(error, snapshot, subject).fields}
+
+    assert field_of("tenants[0].limits.rpm_burst", ("tenant", "acme")) == {"rpm_burst": "nope"}
+    assert field_of("keys[0].limits.tpm_burst", ("key", "key_1")) == {"tpm_burst": "nope"}
+    assert field_of("pools[0].admission.batch.max_wait_ms", ("pool", "big")) == {
+        "admission.batch.max_wait_ms": "nope"
+    }
+    assert field_of("pools[0].members[1].base_url", ("provider", "prov")) == {"base_url": "nope"}
+    assert field_of("pools[0].retry.max_attempts", ("route", "chat")) == {
+        "pool:big.retry.max_attempts": "nope"
+    }
+    # Paths that name no entry of the snapshot: the message only, no field.
+    for path in ("auth.key_pepper", "pools[7].id", "pools.x[y]"):
+        rejected = core_rejection(ConfigError("m", path, "nope"), snapshot, ("pool", "big"))
+        assert rejected.fields == [] and rejected.message.endswith(": m")
+    stale = core_rejection(StaleConfigError("config version 1 is older"), snapshot, None)
+    assert stale.fields == [] and "older" in stale.message
