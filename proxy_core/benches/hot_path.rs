@@ -9,7 +9,7 @@ use sluicegate_core::admission::lanes::{Lanes, Waiter};
 use sluicegate_core::auth::{self, hex_digest, KeyHasher};
 use sluicegate_core::config::{self, Limits, Registry};
 use sluicegate_core::endpoint::Flavor;
-use sluicegate_core::limits::{self, LimitState, Scope};
+use sluicegate_core::limits::{self, Estimate, LimitState, Scope};
 use sluicegate_core::metrics::Metrics;
 use sluicegate_core::sse::SseTap;
 
@@ -55,8 +55,8 @@ fn bucket_check(c: &mut Criterion) {
     c.bench_function("limiter check: RPM + TPM charge over 10k keys", |b| {
         b.iter(|| {
             i = (i + 1) % states.len();
-            let scopes = [Scope { name: "key", limits: &limits, state: &states[i] }];
-            black_box(limits::admit(&scopes, 500).is_ok())
+            let scopes = [Scope { name: "key", limits: &limits, state: &states[i], quota: None }];
+            black_box(limits::admit(&scopes, Estimate { tokens: 500, cost_micros: 0, now: 0 }).is_ok())
         })
     });
 }

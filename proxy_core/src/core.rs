@@ -14,7 +14,7 @@ use crate::metrics::{self, FamilySnapshot};
 use crate::proxy::{self, ServerSettings, Shared};
 use crate::runtime::{Served, StartError};
 use crate::server;
-use crate::usage::UsageEvent;
+use crate::usage::UsageSink;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CoreError {
@@ -26,6 +26,8 @@ pub enum CoreError {
     StaleConfig { offered: u64, current: u64 },
     #[error("invalid config: {0}")]
     Config(#[from] ConfigError),
+    #[error("usage journal {path}: {source}")]
+    Journal { path: String, source: std::io::Error },
 }
 
 #[derive(Debug, Clone, Default)]
@@ -33,6 +35,8 @@ pub struct CoreOptions {
     /// Runtime worker threads; 0 means one per CPU.
     pub workers: usize,
     pub settings: ServerSettings,
+    /// Where the durable usage journal lives; `None` keeps usage events in memory only.
+    pub journal_dir: Option<std::path::PathBuf>,
 }
 
 pub struct Core {
@@ -41,6 +45,7 @@ pub struct Core {
     running: Mutex<Option<Served>>,
     /// Serializes `apply_config` so compilations never interleave.
     applying: Mutex<()>,
+    syncer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 #[derive(Serialize)]
@@ -49,13 +54,33 @@ struct MetricsView {
 }
 
 impl Core {
-    pub fn new(options: CoreOptions) -> Self {
-        Self {
-            shared: Arc::new(Shared::new(options.settings)),
+    /// A stopped core. With a journal directory, the journal is replayed here: its events are
+    /// ready for `drain_usage` before the core serves anything.
+    pub fn new(options: CoreOptions) -> Result<Self, CoreError> {
+        let limit = options.settings.usage_backlog_limit;
+        let usage = match &options.journal_dir {
+            Some(dir) => UsageSink::with_journal(limit, dir)
+                .map_err(|source| CoreError::Journal { path: dir.display().to_string(), source })?,
+            None => UsageSink::new(limit),
+        };
+        let shared = Arc::new(Shared::new(options.settings, usage));
+        let syncer = if shared.usage.is_journaled() {
+            let sink = shared.clone();
+            let handle = std::thread::Builder::new()
+                .name("sluicegate-journal".into())
+                .spawn(move || sink.usage.run_syncer())
+                .map_err(|source| CoreError::Journal { path: "syncer thread".into(), source })?;
+            Some(handle)
+        } else {
+            None
+        };
+        Ok(Self {
+            shared,
             workers: options.workers,
             running: Mutex::new(None),
             applying: Mutex::new(()),
-        }
+            syncer: Mutex::new(syncer),
+        })
     }
 
     pub fn shared(&self) -> &Arc<Shared> {
@@ -154,8 +179,24 @@ impl Core {
         Ok(())
     }
 
-    pub fn drain_usage(&self, max: usize, timeout: Duration) -> Vec<UsageEvent> {
-        self.shared.usage.drain(max, timeout)
+    /// Up to `max` usage events as a JSON array, waiting up to `timeout` for the first.
+    pub fn drain_usage(&self, max: usize, timeout: Duration) -> String {
+        let events = self.shared.usage.drain(max, timeout);
+        let mut out = Vec::with_capacity(2 + events.iter().map(|e| e.len() + 1).sum::<usize>());
+        out.push(b'[');
+        for (i, event) in events.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(event);
+        }
+        out.push(b']');
+        String::from_utf8(out).unwrap_or_else(|_| "[]".into())
+    }
+
+    /// The control plane has stored every usage event up to `seq`; the journal may drop them.
+    pub fn ack_usage(&self, seq: u64) -> Result<(), CoreError> {
+        self.shared.usage.ack(seq).map_err(|source| CoreError::Journal { path: "ack".into(), source })
     }
 
     pub fn metrics_json(&self) -> String {
@@ -180,5 +221,9 @@ impl Core {
 impl Drop for Core {
     fn drop(&mut self) {
         self.stop(Duration::ZERO);
+        self.shared.usage.stop_syncer();
+        if let Some(handle) = self.syncer.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            let _ = handle.join();
+        }
     }
 }

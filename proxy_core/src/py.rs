@@ -25,6 +25,12 @@ create_exception!(
 );
 create_exception!(_core, StaleConfigError, ConfigError, "The snapshot's version is older than the one in force.");
 create_exception!(_core, StartError, SluicegateError, "A server could not start (address in use, bad address).");
+create_exception!(
+    _core,
+    JournalError,
+    SluicegateError,
+    "The usage journal could not be opened, written or acknowledged."
+);
 create_exception!(_core, StateError, SluicegateError, "The call does not fit the object's state (already running).");
 create_exception!(
     _core,
@@ -40,6 +46,7 @@ fn core_error(e: CoreError) -> PyErr {
         CoreError::StaleConfig { .. } => StaleConfigError::new_err(e.to_string()),
         CoreError::Start(_) => StartError::new_err(e.to_string()),
         CoreError::AlreadyRunning(_) => StateError::new_err(e.to_string()),
+        CoreError::Journal { .. } => JournalError::new_err(e.to_string()),
     }
 }
 
@@ -63,14 +70,20 @@ struct PyCore {
 #[pymethods]
 impl PyCore {
     #[new]
-    #[pyo3(signature = (*, workers=0, max_body_bytes=33554432, header_read_timeout_ms=5000, max_connections=25000, h2_max_concurrent_streams=100, usage_backlog_limit=200000))]
+    /// With `journal_dir`, usage events are journaled there, and the journal is replayed now:
+    /// drain (and acknowledge) its events before serving. Raises JournalError if it cannot be
+    /// opened.
+    #[pyo3(signature = (*, workers=0, max_body_bytes=33554432, header_read_timeout_ms=5000, max_connections=25000, h2_max_concurrent_streams=100, usage_backlog_limit=200000, journal_dir=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         workers: usize,
         max_body_bytes: usize,
         header_read_timeout_ms: u64,
         max_connections: usize,
         h2_max_concurrent_streams: u32,
         usage_backlog_limit: usize,
+        journal_dir: Option<std::path::PathBuf>,
     ) -> PyResult<Self> {
         if max_connections == 0 || max_body_bytes == 0 || header_read_timeout_ms == 0 {
             return Err(pyo3::exceptions::PyValueError::new_err(
@@ -88,8 +101,10 @@ impl PyCore {
                 max_body_bytes,
                 usage_backlog_limit,
             },
+            journal_dir,
         };
-        Ok(Self { inner: Arc::new(Core::new(options)) })
+        let core = py.detach(move || Core::new(options)).map_err(core_error)?;
+        Ok(Self { inner: Arc::new(core) })
     }
 
     /// Bind `listen_addr` ("host:port"; port 0 picks one) and serve. Returns the bound address.
@@ -140,10 +155,13 @@ impl PyCore {
     #[pyo3(signature = (max=1000, timeout_ms=0))]
     fn drain_usage(&self, py: Python<'_>, max: usize, timeout_ms: u64) -> String {
         let core = self.inner.clone();
-        py.detach(move || {
-            let events = core.drain_usage(max, Duration::from_millis(timeout_ms));
-            serde_json::to_string(&events).unwrap_or_else(|_| "[]".into())
-        })
+        py.detach(move || core.drain_usage(max, Duration::from_millis(timeout_ms)))
+    }
+
+    /// Every event up to `seq` is stored: the journal may forget them. Raises JournalError.
+    fn ack_usage(&self, py: Python<'_>, seq: u64) -> PyResult<()> {
+        let core = self.inner.clone();
+        py.detach(move || core.ack_usage(seq)).map_err(core_error)
     }
 
     #[getter]
@@ -289,6 +307,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConfigError", py.get_type::<ConfigError>())?;
     m.add("StaleConfigError", py.get_type::<StaleConfigError>())?;
     m.add("StartError", py.get_type::<StartError>())?;
+    m.add("JournalError", py.get_type::<JournalError>())?;
     m.add("StateError", py.get_type::<StateError>())?;
     m.add("UsageError", py.get_type::<UsageError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -1,5 +1,7 @@
 """Typed surface of the Rust extension (proxy_core/src/py.rs). Keep in step with it."""
 
+import os
+
 __version__: str
 
 class SluicegateError(Exception):
@@ -14,6 +16,9 @@ class ConfigError(SluicegateError):
 
 class StaleConfigError(ConfigError):
     """The snapshot's version is older than the one in force."""
+
+class JournalError(SluicegateError):
+    """The usage journal could not be opened, written or acknowledged."""
 
 class StartError(SluicegateError):
     """A server could not start (address in use, bad address)."""
@@ -36,6 +41,7 @@ class Core:
         max_connections: int = 25000,
         h2_max_concurrent_streams: int = 100,
         usage_backlog_limit: int = 200000,
+        journal_dir: str | os.PathLike[str] | None = None,
     ) -> None: ...
     def start(self, listen_addr: str) -> str: ...
     def stop(self, grace_seconds: float = 30.0) -> None: ...
@@ -44,6 +50,7 @@ class Core:
     def drill_pool(self, pool: str, seconds: float) -> None: ...
     def metrics_snapshot(self) -> str: ...
     def drain_usage(self, max: int = 1000, timeout_ms: int = 0) -> str: ...
+    def ack_usage(self, seq: int) -> None: ...
     @property
     def running(self) -> bool: ...
     @property

@@ -29,6 +29,7 @@ class ConfigBuilder:
     keys: list[dict[str, Any]] = field(default_factory=list)
     pools: list[dict[str, Any]] = field(default_factory=list)
     routes: list[dict[str, Any]] = field(default_factory=list)
+    prices: list[dict[str, Any]] = field(default_factory=list)
 
     def tenant(self, tenant_id: str, **extra: Any) -> ConfigBuilder:
         self.tenants.append({"id": tenant_id, **extra})
@@ -64,6 +65,7 @@ class ConfigBuilder:
                 "keys": self.keys,
                 "pools": self.pools,
                 "routes": self.routes,
+                "prices": self.prices,
             }
         )
 

@@ -11,10 +11,10 @@ use http::{HeaderName, HeaderValue, Uri};
 
 use super::model::{
     AdmissionConfig, ConfigPayload, EjectionConfig, HealthCheckConfig, Limits, MemberConfig, PoolConfig, ProviderKind,
-    RetryConfig, Timeouts,
+    QuotaConfig, RetryConfig, Timeouts,
 };
 use super::registry::Lease;
-use super::snapshot::{KeyEntry, Member, Pool, PoolTimeouts, Route, RouteLeg, Snapshot, TenantEntry};
+use super::snapshot::{KeyEntry, Member, Pool, PoolTimeouts, Price, Route, RouteLeg, Snapshot, TenantEntry};
 use crate::auth::{parse_hex_digest, KeyHasher};
 use crate::endpoint::Endpoint;
 use crate::proxy::upstream::ClientSettings;
@@ -56,6 +56,8 @@ pub fn compile(version: u64, payload: &ConfigPayload, lease: &mut Lease<'_>) -> 
             status: t.status,
             limits: t.limits.clone(),
             limit_state: lease.limit_state(format!("tenant/{}", t.id)),
+            quota: check_quota(&format!("tenants[{i}].quota"), t.quota.as_ref())?,
+            quota_state: lease.quota_state(format!("tenant/{}", t.id)),
         });
         if tenants.insert(id, entry).is_some() {
             return Err(err(path, format!("duplicate tenant id {:?}", t.id)));
@@ -67,6 +69,15 @@ pub fn compile(version: u64, payload: &ConfigPayload, lease: &mut Lease<'_>) -> 
         let pool = compile_pool(&format!("pools[{i}]"), p, lease)?;
         if pools.insert(p.id.as_str(), Arc::new(pool)).is_some() {
             return Err(err(format!("pools[{i}].id"), format!("duplicate pool id {:?}", p.id)));
+        }
+    }
+
+    let mut prices: HashMap<&str, Price> = HashMap::new();
+    for (i, p) in payload.prices.iter().enumerate() {
+        check_id(&format!("prices[{i}].model"), &p.model)?;
+        let price = Price { version: p.version, input_per_mtok: p.input_per_mtok, output_per_mtok: p.output_per_mtok };
+        if prices.insert(p.model.as_str(), price).is_some() {
+            return Err(err(format!("prices[{i}].model"), format!("two prices for {:?}", p.model)));
         }
     }
 
@@ -102,7 +113,8 @@ pub fn compile(version: u64, payload: &ConfigPayload, lease: &mut Lease<'_>) -> 
             return Err(err(format!("{path}.max_output_tokens"), "must be positive"));
         }
         let alias: Arc<str> = Arc::from(r.alias.as_str());
-        let route = Arc::new(Route { alias: alias.clone(), chain, max_output_tokens: r.max_output_tokens });
+        let price = prices.get(r.alias.as_str()).copied();
+        let route = Arc::new(Route { alias: alias.clone(), chain, max_output_tokens: r.max_output_tokens, price });
         if routes.insert(alias, route).is_some() {
             return Err(err(format!("{path}.alias"), format!("duplicate route alias {:?}", r.alias)));
         }
@@ -129,6 +141,8 @@ pub fn compile(version: u64, payload: &ConfigPayload, lease: &mut Lease<'_>) -> 
         check_limits(&format!("{path}.limits"), &k.limits)?;
         let entry = Arc::new(KeyEntry {
             limit_state: lease.limit_state(format!("key/{}", k.id)),
+            quota: check_quota(&format!("{path}.quota"), k.quota.as_ref())?,
+            quota_state: lease.quota_state(format!("key/{}", k.id)),
             id: Arc::from(k.id.as_str()),
             hash,
             prefix: Arc::from(k.prefix.as_str()),
@@ -167,6 +181,19 @@ fn check_limits(path: &str, l: &Limits) -> Result<(), ConfigError> {
         return Err(err(format!("{path}.max_concurrency"), "must be positive when set"));
     }
     Ok(())
+}
+
+fn check_quota(path: &str, q: Option<&QuotaConfig>) -> Result<Option<QuotaConfig>, ConfigError> {
+    let Some(q) = q else {
+        return Ok(None);
+    };
+    if q.tokens.is_none() && q.cost_micros.is_none() {
+        return Err(err(path, "needs tokens or cost_micros (or no quota at all)"));
+    }
+    if q.period_start < 0 {
+        return Err(err(format!("{path}.period_start"), "must be a unix time"));
+    }
+    Ok(Some(q.clone()))
 }
 
 fn check_admission(path: &str, a: &AdmissionConfig) -> Result<(), ConfigError> {

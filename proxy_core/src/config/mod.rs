@@ -10,7 +10,7 @@ mod snapshot;
 pub use compile::{compile, ConfigError};
 pub use model::*;
 pub use registry::{Lease, Registry};
-pub use snapshot::{KeyEntry, Member, Pool, PoolTimeouts, Route, RouteLeg, Snapshot, TenantEntry};
+pub use snapshot::{KeyEntry, Member, Pool, PoolTimeouts, Price, Route, RouteLeg, Snapshot, TenantEntry};
 
 /// Parse and compile a payload; on success the registry keeps what the snapshot uses.
 pub fn load(version: u64, payload: &[u8], registry: &Registry) -> Result<Snapshot, ConfigError> {

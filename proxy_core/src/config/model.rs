@@ -15,6 +15,53 @@ pub struct ConfigPayload {
     pub pools: Vec<PoolConfig>,
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
+    /// Prices in force, one per model alias.
+    #[serde(default)]
+    pub prices: Vec<PriceConfig>,
+}
+
+/// What a model costs, in integer micro-units of the billing currency per million tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceConfig {
+    pub model: String,
+    /// The price's version id in the control plane; copied into every usage event.
+    pub version: i64,
+    pub input_per_mtok: u64,
+    pub output_per_mtok: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum QuotaPeriod {
+    /// One allowance, never reset.
+    #[default]
+    None,
+    /// Resets at 00:00 UTC.
+    Daily,
+    /// Resets at 00:00 UTC on the first of the month.
+    Monthly,
+}
+
+/// An allowance of tokens and/or money per period, and what the control plane's ledger says was
+/// used of it so far. The core keeps the live count (reservations included) and only takes the
+/// ledger's figure when it starts, when a new period begins, or when `period_start` moves (an
+/// operator reset).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaConfig {
+    #[serde(default)]
+    pub period: QuotaPeriod,
+    /// Prompt plus completion tokens per period.
+    pub tokens: Option<u64>,
+    /// Cost in micro-units per period (see `prices`).
+    pub cost_micros: Option<u64>,
+    /// Unix seconds when the counted period (or the last reset) began.
+    pub period_start: i64,
+    #[serde(default)]
+    pub used_tokens: u64,
+    #[serde(default)]
+    pub used_cost_micros: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -54,6 +101,7 @@ pub struct TenantConfig {
     pub status: Status,
     #[serde(default)]
     pub limits: Limits,
+    pub quota: Option<QuotaConfig>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Default)]
@@ -106,6 +154,7 @@ pub struct KeyConfig {
     pub priority: Priority,
     #[serde(default)]
     pub limits: Limits,
+    pub quota: Option<QuotaConfig>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -245,9 +294,7 @@ impl RetryConfig {
         10.0
     }
     fn default_retry_on() -> Vec<String> {
-        ["connect", "reset", "429", "500", "502", "503", "504"]
-            .map(String::from)
-            .to_vec()
+        ["connect", "reset", "429", "500", "502", "503", "504"].map(String::from).to_vec()
     }
     fn default_max_retry_after_ms() -> u64 {
         10_000
@@ -374,19 +421,11 @@ pub struct AdmissionConfig {
 
 impl LaneConfig {
     pub fn interactive() -> Self {
-        Self {
-            max_depth: 256,
-            max_wait_ms: 10_000,
-            weight: 8,
-        }
+        Self { max_depth: 256, max_wait_ms: 10_000, weight: 8 }
     }
 
     pub fn batch() -> Self {
-        Self {
-            max_depth: 1024,
-            max_wait_ms: 60_000,
-            weight: 1,
-        }
+        Self { max_depth: 1024, max_wait_ms: 60_000, weight: 1 }
     }
 }
 

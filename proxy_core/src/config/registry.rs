@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::admission::PoolGate;
-use crate::limits::LimitState;
+use crate::limits::{LimitState, QuotaState};
 use crate::metrics::Metrics;
 use crate::proxy::upstream::{ClientSettings, UpstreamClient};
 use crate::routing::{MemberState, PoolState};
@@ -54,6 +54,7 @@ struct Tables {
     clients: Table<(String, ClientSettings), UpstreamClient>,
     members: Table<String, MemberState>,
     limits: Table<String, LimitState>,
+    quotas: Table<String, QuotaState>,
     gates: Table<String, PoolGate>,
     pools: Table<String, PoolState>,
 }
@@ -111,6 +112,11 @@ impl Lease<'_> {
     }
 
     /// Limiter state of a key (`key/ID`) or tenant (`tenant/ID`).
+    /// Quota use of a key (`key/ID`) or tenant (`tenant/ID`).
+    pub fn quota_state(&mut self, scope_key: String) -> Arc<QuotaState> {
+        infallible(self.tables.quotas.get_or_make(&scope_key, || Ok(QuotaState::default())))
+    }
+
     pub fn limit_state(&mut self, scope_key: String) -> Arc<LimitState> {
         infallible(self.tables.limits.get_or_make(&scope_key, || Ok(LimitState::default())))
     }
@@ -135,6 +141,7 @@ impl Lease<'_> {
         t.clients.commit();
         t.members.commit();
         t.limits.commit();
+        t.quotas.commit();
         t.gates.commit();
         t.pools.commit();
         for (gate, config) in self.reconfigure.drain(..) {
@@ -151,6 +158,7 @@ impl Drop for Lease<'_> {
             t.clients.abandon();
             t.members.abandon();
             t.limits.abandon();
+            t.quotas.abandon();
             t.gates.abandon();
             t.pools.abandon();
         }

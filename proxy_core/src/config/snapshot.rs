@@ -9,11 +9,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Uri};
 
-use super::model::{EjectionConfig, HealthCheckConfig, Limits, Priority, ProviderKind, Status};
+use super::model::{EjectionConfig, HealthCheckConfig, Limits, Priority, ProviderKind, QuotaConfig, Status};
 use crate::admission::PoolGate;
 use crate::auth::{KeyHash, KeyHasher};
 use crate::endpoint::Endpoint;
-use crate::limits::LimitState;
+use crate::limits::{LimitState, QuotaState};
 use crate::metrics::{LegSeries, PoolSeries};
 use crate::proxy::upstream::UpstreamClient;
 use crate::routing::{MemberState, PoolState, RetryPolicy};
@@ -34,6 +34,8 @@ pub struct TenantEntry {
     pub status: Status,
     pub limits: Limits,
     pub limit_state: Arc<LimitState>,
+    pub quota: Option<QuotaConfig>,
+    pub quota_state: Arc<QuotaState>,
 }
 
 pub struct KeyEntry {
@@ -48,6 +50,8 @@ pub struct KeyEntry {
     pub priority: Priority,
     pub limits: Limits,
     pub limit_state: Arc<LimitState>,
+    pub quota: Option<QuotaConfig>,
+    pub quota_state: Arc<QuotaState>,
 }
 
 impl KeyEntry {
@@ -113,4 +117,22 @@ pub struct Route {
     pub alias: Arc<str>,
     pub chain: Vec<RouteLeg>,
     pub max_output_tokens: Option<u64>,
+    pub price: Option<Price>,
+}
+
+/// A model's price in force: micro-units per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Price {
+    pub version: i64,
+    pub input_per_mtok: u64,
+    pub output_per_mtok: u64,
+}
+
+impl Price {
+    /// Cost in micro-units, rounded up to a whole micro-unit.
+    pub fn cost(&self, prompt_tokens: u64, completion_tokens: u64) -> u64 {
+        let total = u128::from(prompt_tokens) * u128::from(self.input_per_mtok)
+            + u128::from(completion_tokens) * u128::from(self.output_per_mtok);
+        u64::try_from(total.div_ceil(1_000_000)).unwrap_or(u64::MAX)
+    }
 }

@@ -10,16 +10,18 @@
 
 mod concurrency;
 mod gcra;
+mod quota;
 
 pub use concurrency::{Concurrency, Slot};
 pub use gcra::{Gcra, Level, Rate, Refusal};
+pub use quota::{period_start, Exhausted, QuotaHold, QuotaState};
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::config::Limits;
+use crate::config::{Limits, QuotaConfig};
 use crate::error::{ErrorKind, GatewayError, RateLimitInfo};
 
 /// Bucket and counter state of one key or one tenant.
@@ -32,33 +34,33 @@ pub struct LimitState {
 impl Default for LimitState {
     fn default() -> Self {
         let base = Instant::now();
-        Self {
-            rpm: Gcra::new(base),
-            tpm: Gcra::new(base),
-            concurrency: Arc::new(Concurrency::default()),
-        }
+        Self { rpm: Gcra::new(base), tpm: Gcra::new(base), concurrency: Arc::new(Concurrency::default()) }
     }
 }
 
-/// One scope (key or tenant) to check: its configured limits and its state.
+/// One scope (key or tenant) to check: its configured limits and quota, and their state.
 pub struct Scope<'a> {
     pub name: &'static str,
     pub limits: &'a Limits,
     pub state: &'a Arc<LimitState>,
+    pub quota: Option<(&'a QuotaConfig, &'a Arc<QuotaState>)>,
+}
+
+/// What a request is expected to use, charged at admission and settled at its end.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Estimate {
+    pub tokens: u64,
+    pub cost_micros: u64,
+    /// Unix seconds, for quota periods.
+    pub now: i64,
 }
 
 fn rpm_rate(l: &Limits) -> Option<Rate> {
-    l.rpm.map(|per_minute| Rate {
-        per_minute,
-        burst: l.rpm_burst.unwrap_or(per_minute),
-    })
+    l.rpm.map(|per_minute| Rate { per_minute, burst: l.rpm_burst.unwrap_or(per_minute) })
 }
 
 fn tpm_rate(l: &Limits) -> Option<Rate> {
-    l.tpm.map(|per_minute| Rate {
-        per_minute,
-        burst: l.tpm_burst.unwrap_or(per_minute),
-    })
+    l.tpm.map(|per_minute| Rate { per_minute, burst: l.tpm_burst.unwrap_or(per_minute) })
 }
 
 struct TokenCharge {
@@ -66,45 +68,43 @@ struct TokenCharge {
     rate: Rate,
 }
 
-/// What admission took: released (slots) or settled (token charges) when the request ends.
+/// What admission took: released (slots) or settled (token and quota charges) when the request
+/// ends.
 #[derive(Default)]
 pub struct Held {
     slots: Vec<Slot>,
     tokens: Vec<TokenCharge>,
+    quotas: Vec<QuotaHold>,
     reserved: u64,
     settled: bool,
 }
 
 impl Held {
-    /// Settle the token charges to what the request actually used. Once.
-    pub fn settle(&mut self, actual_tokens: u64) {
+    /// Settle every charge to what the request actually used. Once.
+    pub fn settle(&mut self, actual_tokens: u64, actual_cost_micros: u64) {
         if self.settled {
             return;
         }
         self.settled = true;
-        let delta = i64::try_from(actual_tokens).unwrap_or(i64::MAX)
-            - i64::try_from(self.reserved).unwrap_or(i64::MAX);
+        let delta = i64::try_from(actual_tokens).unwrap_or(i64::MAX) - i64::try_from(self.reserved).unwrap_or(i64::MAX);
         for charge in &self.tokens {
             charge.state.tpm.settle(charge.rate, delta);
+        }
+        for hold in self.quotas.drain(..) {
+            hold.settle(actual_tokens, actual_cost_micros);
         }
     }
 
     /// Undo everything (the request was refused later in admission).
     fn refund(&mut self, rpm: &[(Arc<LimitState>, Rate)]) {
-        self.settle(0);
+        self.settle(0, 0);
         for (state, rate) in rpm {
             state.rpm.settle(*rate, -1);
         }
     }
 }
 
-fn limited(
-    kind: ErrorKind,
-    scope: &str,
-    what: &str,
-    refusal: Option<Refusal>,
-    info: RateLimitInfo,
-) -> GatewayError {
+fn limited(kind: ErrorKind, scope: &str, what: &str, refusal: Option<Refusal>, info: RateLimitInfo) -> GatewayError {
     let retry_after = refusal.and_then(|r| r.retry_after);
     let mut error = GatewayError::new(kind, format!("{scope} {what}")).with_rate_limit(info);
     match (refusal, retry_after) {
@@ -115,12 +115,11 @@ fn limited(
     error
 }
 
-/// Check and charge every scope (tenant first, then key), all or nothing.
-pub fn admit(scopes: &[Scope<'_>], estimate_tokens: u64) -> Result<Held, GatewayError> {
-    let mut held = Held {
-        reserved: estimate_tokens,
-        ..Held::default()
-    };
+/// Check and charge every scope (tenant first, then key), all or nothing: concurrency, requests
+/// per minute, tokens per minute, then quotas.
+pub fn admit(scopes: &[Scope<'_>], estimate: Estimate) -> Result<Held, GatewayError> {
+    let estimate_tokens = estimate.tokens;
+    let mut held = Held { reserved: estimate_tokens, ..Held::default() };
     let mut rpm_charged: Vec<(Arc<LimitState>, Rate)> = Vec::new();
     for scope in scopes {
         if let Some(max) = scope.limits.max_concurrency {
@@ -165,10 +164,7 @@ pub fn admit(scopes: &[Scope<'_>], estimate_tokens: u64) -> Result<Held, Gateway
     for scope in scopes {
         if let Some(rate) = tpm_rate(scope.limits) {
             match scope.state.tpm.try_charge(rate, estimate_tokens) {
-                Ok(_) => held.tokens.push(TokenCharge {
-                    state: scope.state.clone(),
-                    rate,
-                }),
+                Ok(_) => held.tokens.push(TokenCharge { state: scope.state.clone(), rate }),
                 Err(refusal) => {
                     held.refund(&rpm_charged);
                     let info = RateLimitInfo {
@@ -184,14 +180,26 @@ pub fn admit(scopes: &[Scope<'_>], estimate_tokens: u64) -> Result<Held, Gateway
                             rate.burst
                         ),
                     };
-                    return Err(limited(
-                        ErrorKind::TpmExceeded,
-                        scope.name,
-                        &what,
-                        Some(refusal),
-                        info,
-                    ));
+                    return Err(limited(ErrorKind::TpmExceeded, scope.name, &what, Some(refusal), info));
                 }
+            }
+        }
+    }
+    for scope in scopes {
+        let Some((config, state)) = scope.quota else {
+            continue;
+        };
+        match state.reserve(config, estimate.now, estimate_tokens, estimate.cost_micros) {
+            Ok(hold) => held.quotas.push(hold),
+            Err(spent) => {
+                held.refund(&rpm_charged);
+                let (what, needs) =
+                    if spent.tokens { ("token", estimate_tokens) } else { ("spending", estimate.cost_micros) };
+                let message = format!(
+                    "{} has used its {what} quota ({} of {}); this request needs about {needs} more",
+                    scope.name, spent.used, spent.limit
+                );
+                return Err(GatewayError::new(ErrorKind::InsufficientQuota, message));
             }
         }
     }
@@ -202,13 +210,12 @@ pub fn admit(scopes: &[Scope<'_>], estimate_tokens: u64) -> Result<Held, Gateway
 mod tests {
     use super::*;
 
+    fn est(tokens: u64) -> Estimate {
+        Estimate { tokens, cost_micros: 0, now: 0 }
+    }
+
     fn limits(rpm: Option<u64>, tpm: Option<u64>, conc: Option<u32>) -> Limits {
-        Limits {
-            rpm,
-            tpm,
-            max_concurrency: conc,
-            ..Limits::default()
-        }
+        Limits { rpm, tpm, max_concurrency: conc, ..Limits::default() }
     }
 
     #[tokio::test(start_paused = true)]
@@ -218,30 +225,16 @@ mod tests {
         let tenant = limits(Some(100), Some(1000), None);
         let key = limits(Some(100), Some(300), Some(5));
         let scopes = [
-            Scope {
-                name: "tenant",
-                limits: &tenant,
-                state: &tenant_state,
-            },
-            Scope {
-                name: "key",
-                limits: &key,
-                state: &key_state,
-            },
+            Scope { name: "tenant", limits: &tenant, state: &tenant_state, quota: None },
+            Scope { name: "key", limits: &key, state: &key_state, quota: None },
         ];
-        let held = admit(&scopes, 200).unwrap();
+        let held = admit(&scopes, est(200)).unwrap();
         // The key's TPM refuses the second: nothing of it stays charged anywhere.
-        let err = admit(&scopes, 200).err().unwrap();
+        let err = admit(&scopes, est(200)).err().unwrap();
         assert_eq!(err.kind, ErrorKind::TpmExceeded);
         assert!(err.retry_after.is_some());
-        assert_eq!(
-            tenant_state.rpm.level(rpm_rate(&tenant).unwrap()).remaining,
-            99
-        );
-        assert_eq!(
-            tenant_state.tpm.level(tpm_rate(&tenant).unwrap()).remaining,
-            800
-        );
+        assert_eq!(tenant_state.rpm.level(rpm_rate(&tenant).unwrap()).remaining, 99);
+        assert_eq!(tenant_state.tpm.level(tpm_rate(&tenant).unwrap()).remaining, 800);
         assert_eq!(key_state.concurrency.current(), 1);
         drop(held);
         assert_eq!(key_state.concurrency.current(), 0);
@@ -251,16 +244,12 @@ mod tests {
     async fn settle_after_usage_frees_the_unused_estimate() {
         let state = Arc::new(LimitState::default());
         let key = limits(None, Some(1000), None);
-        let scopes = [Scope {
-            name: "key",
-            limits: &key,
-            state: &state,
-        }];
-        let mut held = admit(&scopes, 900).unwrap();
-        assert!(admit(&scopes, 200).is_err());
-        held.settle(100);
-        held.settle(5000); // only the first settle counts
-        assert!(admit(&scopes, 200).is_ok());
+        let scopes = [Scope { name: "key", limits: &key, state: &state, quota: None }];
+        let mut held = admit(&scopes, est(900)).unwrap();
+        assert!(admit(&scopes, est(200)).is_err());
+        held.settle(100, 0);
+        held.settle(5000, 0); // only the first settle counts
+        assert!(admit(&scopes, est(200)).is_ok());
         assert_eq!(state.tpm.level(tpm_rate(&key).unwrap()).remaining, 700);
     }
 
@@ -268,18 +257,11 @@ mod tests {
     async fn concurrency_and_oversized_requests() {
         let state = Arc::new(LimitState::default());
         let key = limits(None, Some(100), Some(1));
-        let scopes = [Scope {
-            name: "key",
-            limits: &key,
-            state: &state,
-        }];
-        let first = admit(&scopes, 10).unwrap();
-        assert_eq!(
-            admit(&scopes, 10).err().unwrap().kind,
-            ErrorKind::ConcurrencyExceeded
-        );
+        let scopes = [Scope { name: "key", limits: &key, state: &state, quota: None }];
+        let first = admit(&scopes, est(10)).unwrap();
+        assert_eq!(admit(&scopes, est(10)).err().unwrap().kind, ErrorKind::ConcurrencyExceeded);
         drop(first);
-        let too_big = admit(&scopes, 500).err().unwrap();
+        let too_big = admit(&scopes, est(500)).err().unwrap();
         assert!(too_big.no_retry && too_big.retry_after.is_none());
     }
 }

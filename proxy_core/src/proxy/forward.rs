@@ -230,6 +230,7 @@ pub async fn forward(
             let request = upstream_request(member, &ctx, body);
             let sent_at = Instant::now();
             if let Some(trace) = guard.trace() {
+                trace.journal_begin(&ctx.shared);
                 trace.mark_sent(sent_at);
             }
             // A stream must start within `first_byte`; a whole answer only arrives when it is

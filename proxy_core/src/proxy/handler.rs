@@ -24,7 +24,7 @@ use crate::clock::unix_now;
 use crate::config::{KeyEntry, Priority, Route, Snapshot};
 use crate::endpoint::{Endpoint, Flavor};
 use crate::error::{ErrorKind, GatewayError};
-use crate::limits::{self, Scope};
+use crate::limits::{self, Estimate, Scope};
 
 /// Output tokens reserved for a request that gives no max_tokens on a route without a maximum.
 const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 4096;
@@ -152,14 +152,21 @@ fn client_deadline(headers: &HeaderMap, arrived: Instant) -> Result<Option<Insta
 }
 
 /// Tokens to reserve against TPM: the prompt estimate plus the most the answer may use.
-fn token_estimate(endpoint: Endpoint, peeked: &Peeked, route: &Route) -> u64 {
+/// What to reserve against TPM and quotas: the prompt estimate plus the most the answer may use,
+/// and what that would cost.
+fn estimate(endpoint: Endpoint, peeked: &Peeked, route: &Route, now: f64) -> Estimate {
     let prompt = peeked.prompt.tokens();
-    if endpoint == Endpoint::Embeddings {
-        return prompt;
+    let output = if endpoint == Endpoint::Embeddings {
+        0
+    } else {
+        let cap = route.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+        peeked.max_tokens.map_or(cap, |m| m.min(cap)).saturating_mul(peeked.n)
+    };
+    Estimate {
+        tokens: prompt.saturating_add(output),
+        cost_micros: route.price.map_or(0, |p| p.cost(prompt, output)),
+        now: now as i64,
     }
-    let cap = route.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
-    let output = peeked.max_tokens.map_or(cap, |m| m.min(cap));
-    prompt.saturating_add(output.saturating_mul(peeked.n))
 }
 
 async fn process(
@@ -227,10 +234,21 @@ async fn process(
         .with_retry_after(Duration::from_secs(5)));
     }
 
-    let estimate = token_estimate(endpoint, &peeked, &route);
+    let estimate = estimate(endpoint, &peeked, &route, unix);
+    let tenant = &key.tenant;
     let scopes = [
-        Scope { name: "tenant", limits: &key.tenant.limits, state: &key.tenant.limit_state },
-        Scope { name: "key", limits: &key.limits, state: &key.limit_state },
+        Scope {
+            name: "tenant",
+            limits: &tenant.limits,
+            state: &tenant.limit_state,
+            quota: tenant.quota.as_ref().map(|q| (q, &tenant.quota_state)),
+        },
+        Scope {
+            name: "key",
+            limits: &key.limits,
+            state: &key.limit_state,
+            quota: key.quota.as_ref().map(|q| (q, &key.quota_state)),
+        },
     ];
     let held = limits::admit(&scopes, estimate)?;
     let ctx = RequestCtx {

@@ -35,13 +35,13 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(settings: ServerSettings) -> Self {
+    pub fn new(settings: ServerSettings, usage: UsageSink) -> Self {
         let metrics = Arc::new(Metrics::default());
         Self {
             config: ArcSwapOption::empty(),
             registry: Registry::new(metrics.clone()),
             metrics,
-            usage: UsageSink::new(settings.usage_backlog_limit),
+            usage,
             settings,
             draining: AtomicBool::new(false),
         }

@@ -6,13 +6,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::{KeyEntry, Priority, RouteLeg};
+use crate::config::{KeyEntry, Price, Priority, RouteLeg};
 use crate::endpoint::Endpoint;
 use crate::error::ErrorKind;
 use crate::limits::Held;
 use crate::metrics::{LegSeries, PoolSeries};
 use crate::sse::TokenUsage;
-use crate::usage::{Outcome, UsageEvent, UsageSource};
+use crate::usage::{BeginRecord, Outcome, Ticket, UsageEvent, UsageSource};
 
 use super::context::RequestCtx;
 use super::shared::Shared;
@@ -68,6 +68,9 @@ pub struct Trace {
     pub error: Option<ErrorKind>,
     /// Limit charges, settled to the billed tokens when the event is emitted.
     pub held: Held,
+    pub price: Option<Price>,
+    /// Where the journal holds this request's begin record.
+    pub journal: Option<Ticket>,
 }
 
 impl Trace {
@@ -98,6 +101,8 @@ impl Trace {
             usage: None,
             error: None,
             held: std::mem::take(&mut ctx.held),
+            price: ctx.route.price,
+            journal: None,
         }
     }
 
@@ -110,6 +115,37 @@ impl Trace {
     /// An attempt went out: the gateway's own time so far is its overhead.
     pub fn mark_sent(&mut self, at: Instant) {
         self.overhead_before = at.saturating_duration_since(self.arrived).saturating_sub(self.queue_wait);
+    }
+
+    /// Journal that the request is about to reach an upstream (once, before the first attempt),
+    /// so a crash from here on still bills it.
+    pub fn journal_begin(&mut self, shared: &Shared) {
+        if self.journal.is_some() {
+            return;
+        }
+        let (upstream_model, pool, upstream) = match &self.leg {
+            Some(leg) => (Some(leg.upstream_model.clone()), Some(leg.pool.clone()), Some(leg.member.clone())),
+            None => (None, None, None),
+        };
+        self.journal = shared.usage.begin(|seq| BeginRecord {
+            seq,
+            request_id: self.request_id.clone(),
+            key_id: self.key.id.clone(),
+            key_prefix: self.key.prefix.clone(),
+            tenant_id: self.key.tenant.id.clone(),
+            endpoint: self.endpoint.as_str().to_string(),
+            model: self.model.clone(),
+            upstream_model,
+            pool,
+            upstream,
+            priority: self.priority.as_str().to_string(),
+            stream: self.stream,
+            prompt_estimate: self.prompt_estimate,
+            started_at: self.arrived_unix,
+            price_version: self.price.map(|p| p.version),
+            prompt_cost_micros: self.price.map_or(0, |p| p.cost(self.prompt_estimate, 0)),
+            client_retry_count: self.client_retry_count,
+        });
     }
 
     pub fn mark_headers(&mut self, status: u16, connect: Option<Duration>) {
@@ -156,7 +192,7 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
     if t.status == 0 {
         // No response reached the client; 499 is nginx's "client closed request".
         t.status = match outcome {
-            Outcome::ClientCancelled => 499,
+            Outcome::ClientCancelled | Outcome::Interrupted => 499,
             Outcome::Timeout => 504,
             Outcome::UpstreamError | Outcome::Complete => 502,
         };
@@ -184,7 +220,8 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
         _ => None,
     };
 
-    t.held.settle(usage.prompt + usage.completion);
+    let cost_micros = t.price.map_or(0, |p| p.cost(usage.prompt, usage.completion));
+    t.held.settle(usage.prompt + usage.completion, cost_micros);
     if let Some(leg) = &t.leg {
         let s = &leg.series;
         s.count_request(t.endpoint, t.status);
@@ -212,34 +249,40 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
         None => (None, None, None),
     };
     shared.metrics.global.usage_events.fetch_add(1, Ordering::Relaxed);
-    shared.usage.record(UsageEvent {
-        seq: 0,
-        request_id: t.request_id,
-        key_id: t.key.id.clone(),
-        key_prefix: t.key.prefix.clone(),
-        tenant_id: t.key.tenant.id.clone(),
-        endpoint: t.endpoint.as_str(),
-        model: t.model,
-        upstream_model,
-        pool,
-        upstream,
-        priority: t.priority.as_str(),
-        stream: t.stream,
-        status: t.status,
-        outcome,
-        error_code: t.error.map(ErrorKind::code),
-        prompt_tokens: usage.prompt,
-        completion_tokens: usage.completion,
-        cached_tokens: usage.cached,
-        usage_source: source,
-        queue_wait_ms: ms(t.queue_wait),
-        connect_ms: t.connect.map(ms),
-        ttft_ms: ttft.map(ms),
-        tpot_ms: tpot.map(ms),
-        duration_ms: ms(duration),
-        started_at: t.arrived_unix,
-        attempts: t.attempts,
-        fallback: t.fallback,
-        client_retry_count: t.client_retry_count,
-    });
+    let ticket = t.journal.take();
+    shared.usage.record(
+        UsageEvent {
+            seq: 0,
+            request_id: t.request_id,
+            key_id: t.key.id.clone(),
+            key_prefix: t.key.prefix.clone(),
+            tenant_id: t.key.tenant.id.clone(),
+            endpoint: t.endpoint.as_str(),
+            model: t.model,
+            upstream_model,
+            pool,
+            upstream,
+            priority: t.priority.as_str(),
+            stream: t.stream,
+            status: t.status,
+            outcome,
+            error_code: t.error.map(ErrorKind::code),
+            prompt_tokens: usage.prompt,
+            completion_tokens: usage.completion,
+            cached_tokens: usage.cached,
+            usage_source: source,
+            cost_micros,
+            price_version: t.price.map(|p| p.version),
+            queue_wait_ms: ms(t.queue_wait),
+            connect_ms: t.connect.map(ms),
+            ttft_ms: ttft.map(ms),
+            tpot_ms: tpot.map(ms),
+            duration_ms: ms(duration),
+            started_at: t.arrived_unix,
+            attempts: t.attempts,
+            fallback: t.fallback,
+            client_retry_count: t.client_retry_count,
+        },
+        ticket,
+    );
 }

@@ -15,6 +15,9 @@ pub enum Outcome {
     UpstreamError,
     /// An upstream timeout (connect, first byte, idle, total) or the client's deadline.
     Timeout,
+    /// The gateway stopped (crash, kill) while the request was in flight; found in the journal
+    /// at the next start. Billed as its prompt estimate, flagged estimated.
+    Interrupted,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -50,6 +53,9 @@ pub struct UsageEvent {
     pub completion_tokens: u64,
     pub cached_tokens: u64,
     pub usage_source: UsageSource,
+    /// Cost in micro-units at the price in force (0 when the model has no price).
+    pub cost_micros: u64,
+    pub price_version: Option<i64>,
     pub queue_wait_ms: f64,
     pub connect_ms: Option<f64>,
     pub ttft_ms: Option<f64>,
