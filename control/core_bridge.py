@@ -115,6 +115,21 @@ class CoreBridge:
     def core_version(self) -> int | None:
         return self._core.config_version
 
+    # --- drills and metrics ---------------------------------------------------------------------
+
+    def drill(self, pool: str, member: str | None, seconds: float) -> None:
+        """Force a member (or the whole pool) out for `seconds`; 0 ends the drill. Raises
+        `ValueError` when the snapshot in force has no such pool or member."""
+        if member is None:
+            self._core.drill_pool(pool, seconds)
+        else:
+            self._core.drill_member(pool, member, seconds)
+
+    def metrics_families(self) -> dict[str, dict[str, Any]]:
+        """The core's metric families by name: {type, help, labels, samples}."""
+        families = json.loads(self._core.metrics_snapshot())["families"]
+        return {family["name"]: family for family in families}
+
     # --- usage ----------------------------------------------------------------------------------
 
     def drain_usage(self, max_events: int, timeout_ms: int) -> list[dict[str, Any]]:

@@ -22,6 +22,22 @@ ModelName = Annotated[str, StringConstraints(pattern=MODEL_PATTERN)]
 Rpm = Annotated[int, Field(ge=1, le=1_000_000_000, description="Requests per minute")]
 Tpm = Annotated[int, Field(ge=1, le=1_000_000_000_000, description="Tokens per minute")]
 Concurrency = Annotated[int, Field(ge=1, le=1_000_000, description="Requests in flight at once")]
+RpmBurst = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=1_000_000_000,
+        description="Requests that may arrive at once (bucket size); unset: the rpm",
+    ),
+]
+TpmBurst = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=1_000_000_000_000,
+        description="Tokens that may be taken at once (bucket size); unset: the tpm",
+    ),
+]
 
 _LATEST = datetime(2999, 12, 31).replace(tzinfo=None)
 

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from control.crypto import CredentialCipher
 from control.keys.models import ApiKey
 from control.pools.models import Pool
+from control.pools.policies import Admission, Ejection, HealthCheck, Retry, read
 from control.providers.models import Provider
 from control.routes.models import Route
 from control.tenants.models import Tenant
@@ -52,8 +53,21 @@ class Fault:
     provider_id: str | None = None
 
 
-def _limits(rpm: int | None, tpm: int | None, max_concurrency: int | None) -> dict[str, Any]:
-    return {"rpm": rpm, "tpm": tpm, "max_concurrency": max_concurrency}
+def _limits(
+    rpm: int | None,
+    tpm: int | None,
+    max_concurrency: int | None,
+    rpm_burst: int | None,
+    tpm_burst: int | None,
+) -> dict[str, Any]:
+    # An unset burst goes as null: the core makes it one minute's worth.
+    return {
+        "rpm": rpm,
+        "tpm": tpm,
+        "max_concurrency": max_concurrency,
+        "rpm_burst": rpm_burst,
+        "tpm_burst": tpm_burst,
+    }
 
 
 def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -> Snapshot:
@@ -61,9 +75,8 @@ def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -
     tenants = []
     for t in session.scalars(select(Tenant).order_by(Tenant.id)):
         index.tenants.append(t.id)
-        tenants.append(
-            {"id": t.id, "status": t.status, "limits": _limits(t.rpm, t.tpm, t.max_concurrency)}
-        )
+        tenant_limits = _limits(t.rpm, t.tpm, t.max_concurrency, t.rpm_burst, t.tpm_burst)
+        tenants.append({"id": t.id, "status": t.status, "limits": tenant_limits})
 
     # Revoked keys are left out: the core gives one answer for unknown and revoked keys alike.
     # Plain rows through the connection (no ORM loading): this is the part that grows to 100k.
@@ -81,6 +94,8 @@ def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -
             k.rpm,
             k.tpm,
             k.max_concurrency,
+            k.rpm_burst,
+            k.tpm_burst,
         )
         .where(k.status != "revoked")
         .order_by(k.id)
@@ -142,7 +157,22 @@ def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -
             "idle_ms": pool.idle_ms,
             "total_ms": pool.total_ms,
         }
-        pools.append({"id": pool.id, "members": members, "timeouts": timeouts})
+        pools.append(
+            {
+                "id": pool.id,
+                "members": members,
+                "timeouts": timeouts,
+                # Stored whole; `admission.max_inflight` null lets the core derive it.
+                "admission": read(Admission, pool.admission).model_dump(),
+                "retry": read(Retry, pool.retry).model_dump(),
+                "ejection": read(Ejection, pool.ejection).model_dump(),
+                "health_check": (
+                    None
+                    if pool.health_check is None
+                    else read(HealthCheck, pool.health_check).model_dump()
+                ),
+            }
+        )
 
     routes = []
     for route in session.scalars(select(Route).order_by(Route.alias)):

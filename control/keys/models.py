@@ -37,6 +37,9 @@ class ApiKey(Base):
     rpm: Mapped[int | None] = mapped_column(BigInteger)
     tpm: Mapped[int | None] = mapped_column(BigInteger)
     max_concurrency: Mapped[int | None] = mapped_column(Integer)
+    # Bucket sizes of rpm and tpm; None: one minute's worth (the limit itself).
+    rpm_burst: Mapped[int | None] = mapped_column(BigInteger)
+    tpm_burst: Mapped[int | None] = mapped_column(BigInteger)
     expires_at: Mapped[datetime | None]
     # Rotation: the new key's id on the old one, and the old key's id on the new one.
     replaced_by: Mapped[str | None] = mapped_column(String(40))

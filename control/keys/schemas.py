@@ -8,7 +8,18 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from control.schemas import Concurrency, ModelName, Name, Rpm, Slug, Strict, Timestamp, Tpm
+from control.schemas import (
+    Concurrency,
+    ModelName,
+    Name,
+    Rpm,
+    RpmBurst,
+    Slug,
+    Strict,
+    Timestamp,
+    Tpm,
+    TpmBurst,
+)
 from control.validation import not_null
 
 Priority = Literal["interactive", "batch"]
@@ -33,6 +44,8 @@ class KeyCreate(Strict):
     rpm: Rpm | None = None
     tpm: Tpm | None = None
     max_concurrency: Concurrency | None = None
+    rpm_burst: RpmBurst | None = None
+    tpm_burst: TpmBurst | None = None
     priority: Priority = "interactive"
     expires_at: Timestamp | None = Field(
         default=None, description="ISO 8601; UTC if no offset is given"
@@ -50,6 +63,8 @@ class KeyUpdate(Strict):
     rpm: Rpm | None = None
     tpm: Tpm | None = None
     max_concurrency: Concurrency | None = None
+    rpm_burst: RpmBurst | None = None
+    tpm_burst: TpmBurst | None = None
     priority: Priority | None = None
     expires_at: Timestamp | None = None
 
@@ -86,6 +101,8 @@ class KeyOut(BaseModel):
     rpm: int | None
     tpm: int | None
     max_concurrency: int | None
+    rpm_burst: int | None = Field(description="In force: an unset burst reads as the rpm")
+    tpm_burst: int | None = Field(description="In force: an unset burst reads as the tpm")
     expires_at: datetime | None
     replaced_by: str | None
     rotated_from: str | None

@@ -14,24 +14,24 @@ from sqlalchemy.orm import Session
 
 from control.caller import Caller
 from control.context import ControlContext
-from control.errors import Conflict, FieldError, NotFound, Validation
+from control.errors import Conflict, NotFound, Validation
 from control.ids import new_id
 from control.keys import repository
 from control.keys.models import ApiKey
 from control.keys.repository import KeyFilters
 from control.keys.schemas import KeyCreate, KeyOut, KeyRotate, KeyUpdate
 from control.keys.state import effective_state
+from control.limits import LIMITS, above_tenant, in_force, orphan_bursts
 from control.pagination import decode_cursor, page
 from control.schemas import Page
 from control.tenants.models import Tenant
 from control.timeutil import utcnow
 
-LIMITS = ("rpm", "tpm", "max_concurrency")
-
 
 def to_out(key: ApiKey, tenant_status: str, now: datetime | None = None) -> KeyOut:
     state = effective_state(key, tenant_status, now or utcnow())
-    return KeyOut.model_validate(key).model_copy(update={"status": state})
+    limits = in_force({name: getattr(key, name) for name in LIMITS})
+    return KeyOut.model_validate(key).model_copy(update={"status": state, **limits})
 
 
 def _visible(session: Session, caller: Caller, key_id: str) -> tuple[ApiKey, str]:
@@ -42,11 +42,10 @@ def _visible(session: Session, caller: Caller, key_id: str) -> tuple[ApiKey, str
 
 
 def _check_limits(tenant: Tenant, values: dict[str, Any]) -> None:
-    errors = []
-    for name in LIMITS:
-        mine, theirs = values.get(name), getattr(tenant, name)
-        if mine is not None and theirs is not None and mine > theirs:
-            errors.append(FieldError(name, f"exceeds the tenant's {name} ({theirs})"))
+    errors = orphan_bursts(values)
+    orphans = {e.field for e in errors}
+    tenant_limits = {name: getattr(tenant, name) for name in LIMITS}
+    errors += [e for e in above_tenant(values, tenant_limits) if e.field not in orphans]
     if errors:
         raise Validation("a key's limits cannot exceed its tenant's", errors)
 
@@ -115,6 +114,8 @@ def create(ctx: ControlContext, caller: Caller, data: KeyCreate) -> tuple[KeyOut
             rpm=data.rpm,
             tpm=data.tpm,
             max_concurrency=data.max_concurrency,
+            rpm_burst=data.rpm_burst,
+            tpm_burst=data.tpm_burst,
             expires_at=data.expires_at,
         )
         m.subject = ("key", key.id)
@@ -174,6 +175,8 @@ def rotate(
             rpm=old.rpm,
             tpm=old.tpm,
             max_concurrency=old.max_concurrency,
+            rpm_burst=old.rpm_burst,
+            tpm_burst=old.tpm_burst,
             expires_at=expires_at,
             rotated_from=old.id,
         )

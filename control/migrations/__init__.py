@@ -26,3 +26,10 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)

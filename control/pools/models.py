@@ -1,10 +1,11 @@
-"""A pool: upstream members that serve the same models, with shared timeouts."""
+"""A pool: upstream members that serve the same models, with shared timeouts and policies."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from control.db import Base
@@ -19,6 +20,11 @@ class Pool(Base):
     first_byte_ms: Mapped[int] = mapped_column(BigInteger)
     idle_ms: Mapped[int] = mapped_column(BigInteger)
     total_ms: Mapped[int] = mapped_column(BigInteger)
+    # Whole policies as the core reads them (control/pools/policies.py); health_check None: off.
+    admission: Mapped[dict[str, Any]] = mapped_column(JSON)
+    retry: Mapped[dict[str, Any]] = mapped_column(JSON)
+    ejection: Mapped[dict[str, Any]] = mapped_column(JSON)
+    health_check: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

@@ -1,5 +1,6 @@
 """Pool requests and responses. Timeouts are checked for shape here; their operating range
-(1 ms to 24 h) is the core's rule, and a refusal by the core comes back as `core_rejected`."""
+(1 ms to 24 h) is the core's rule, and a refusal by the core comes back as `core_rejected`.
+Policies (admission, retry, ejection, health checks) are in `policies.py`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,16 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, field_validator
 
+from control.pools.policies import (
+    Admission,
+    AdmissionPatch,
+    Ejection,
+    EjectionPatch,
+    HealthCheck,
+    HealthCheckPatch,
+    Retry,
+    RetryPatch,
+)
 from control.providers.schemas import ProviderKind
 from control.schemas import Concurrency, Name, Slug, Strict
 from control.validation import not_null
@@ -72,16 +83,34 @@ class PoolCreate(Strict):
     name: Name | None = Field(default=None, description="Defaults to the id")
     members: Members
     timeouts: Timeouts = Field(default_factory=lambda: Timeouts())
+    admission: AdmissionPatch | None = Field(
+        default=None, description="Fields left out take the core's defaults"
+    )
+    retry: RetryPatch | None = Field(
+        default=None, description="Fields left out take the core's defaults"
+    )
+    ejection: EjectionPatch | None = Field(
+        default=None, description="Fields left out take the core's defaults"
+    )
+    health_check: HealthCheckPatch | None = Field(
+        default=None, description="Active checks of every member; absent or null: off"
+    )
 
 
 class PoolUpdate(Strict):
-    """`members`, when sent, replaces the whole list; `timeouts` changes the fields sent."""
+    """`members`, when sent, replaces the whole list; `timeouts`, `admission`, `retry`,
+    `ejection` and `health_check` change the fields sent (`health_check: null` turns checks off).
+    """
 
     name: Name | None = None
     members: Members | None = None
     timeouts: TimeoutsUpdate | None = None
+    admission: AdmissionPatch | None = None
+    retry: RetryPatch | None = None
+    ejection: EjectionPatch | None = None
+    health_check: HealthCheckPatch | None = None
 
-    @field_validator("name", "members", "timeouts")
+    @field_validator("name", "members", "timeouts", "admission", "retry", "ejection")
     @classmethod
     def _not_null(cls, value: object) -> object:
         return not_null(value)
@@ -108,5 +137,9 @@ class PoolOut(BaseModel):
     name: str
     members: list[MemberOut]
     timeouts: TimeoutsOut
+    admission: Admission
+    retry: Retry
+    ejection: Ejection
+    health_check: HealthCheck | None
     created_at: datetime
     updated_at: datetime

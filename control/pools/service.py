@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from control.caller import Caller
@@ -15,6 +16,16 @@ from control.ids import new_id
 from control.pagination import decode_cursor, page
 from control.pools import repository
 from control.pools.models import Pool, PoolMember
+from control.pools.policies import (
+    Admission,
+    Ejection,
+    HealthCheck,
+    Retry,
+    inflight_in_force,
+    merged,
+    policy_diff,
+    read,
+)
 from control.pools.schemas import (
     MemberIn,
     MemberOut,
@@ -27,6 +38,12 @@ from control.schemas import Page
 from control.timeutil import utcnow
 
 TIMEOUT_FIELDS = ("connect_ms", "first_byte_ms", "idle_ms", "total_ms")
+# Policies stored whole (control/pools/policies.py); health_check may be None (off).
+POLICIES: dict[str, type[BaseModel]] = {
+    "admission": Admission,
+    "retry": Retry,
+    "ejection": Ejection,
+}
 
 
 def to_out(session: Session, pool: Pool) -> PoolOut:
@@ -43,11 +60,19 @@ def to_out(session: Session, pool: Pool) -> PoolOut:
         for m in pool.members
     ]
     timeouts = TimeoutsOut(**{name: getattr(pool, name) for name in TIMEOUT_FIELDS})
+    admission = read(Admission, pool.admission)
+    admission.max_inflight = inflight_in_force(
+        admission.max_inflight, [m.max_concurrency for m in pool.members]
+    )
     return PoolOut(
         id=pool.id,
         name=pool.name,
         members=members,
         timeouts=timeouts,
+        admission=admission,
+        retry=read(Retry, pool.retry),
+        ejection=read(Ejection, pool.ejection),
+        health_check=None if pool.health_check is None else read(HealthCheck, pool.health_check),
         created_at=pool.created_at,
         updated_at=pool.updated_at,
     )
@@ -129,6 +154,14 @@ def create(ctx: ControlContext, caller: Caller, data: PoolCreate) -> PoolOut:
             raise Conflict(f"pool {pool_id!r} already exists")
         now = utcnow()
         members = _members(m.session, data.members)
+        policies: dict[str, Any] = {
+            name: merged(model, None, getattr(data, name), name) for name, model in POLICIES.items()
+        }
+        policies["health_check"] = (
+            None
+            if data.health_check is None
+            else merged(HealthCheck, None, data.health_check, "health_check")
+        )
         pool = Pool(
             id=pool_id,
             name=data.name or pool_id,
@@ -136,6 +169,7 @@ def create(ctx: ControlContext, caller: Caller, data: PoolCreate) -> PoolOut:
             updated_at=now,
             members=members,
             **data.timeouts.model_dump(),
+            **policies,
         )
         m.session.add(pool)
         summary = {
@@ -143,6 +177,7 @@ def create(ctx: ControlContext, caller: Caller, data: PoolCreate) -> PoolOut:
             "name": pool.name,
             "members": _member_summary(members),
             "timeouts": data.timeouts.model_dump(),
+            **policies,
         }
         m.record("pool.create", "pool", pool_id, summary)
         m.session.flush()
@@ -169,6 +204,7 @@ def update(ctx: ControlContext, caller: Caller, pool_id: str, data: PoolUpdate) 
                 setattr(pool, name, value)
             if changed:
                 summary["timeouts"] = changed
+        summary.update(_policy_changes(pool, data))
         if data.members is not None:
             members = _members(m.session, data.members)
             if _member_summary(members) != _member_summary(pool.members):
@@ -181,6 +217,33 @@ def update(ctx: ControlContext, caller: Caller, pool_id: str, data: PoolUpdate) 
             m.record("pool.update", "pool", pool_id, summary)
         m.session.flush()
         out = to_out(m.session, pool)
+    return out
+
+
+def _policy_changes(pool: Pool, data: PoolUpdate) -> dict[str, Any]:
+    """Apply the policy fields sent; returns what changed, by policy (for the audit row)."""
+    out: dict[str, Any] = {}
+    for name, model in POLICIES.items():
+        patch = getattr(data, name)
+        if patch is None:
+            continue
+        old = getattr(pool, name)
+        new = merged(model, old, patch, name)
+        diff = policy_diff(old, new)
+        if diff is not None:
+            setattr(pool, name, new)
+            out[name] = diff
+    if "health_check" in data.model_fields_set:
+        old_check = pool.health_check
+        new_check = (
+            None
+            if data.health_check is None
+            else merged(HealthCheck, old_check, data.health_check, "health_check")
+        )
+        diff = policy_diff(old_check, new_check)
+        if diff is not None:
+            pool.health_check = new_check
+            out["health_check"] = diff
     return out
 
 

@@ -26,5 +26,8 @@ class Tenant(Base):
     rpm: Mapped[int | None] = mapped_column(BigInteger)
     tpm: Mapped[int | None] = mapped_column(BigInteger)
     max_concurrency: Mapped[int | None] = mapped_column(Integer)
+    # Bucket sizes of rpm and tpm; None: one minute's worth (the limit itself).
+    rpm_burst: Mapped[int | None] = mapped_column(BigInteger)
+    tpm_burst: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from control.keys.models import ApiKey
+from control.limits import BURSTS
 from control.pagination import keyset
 from control.tenants.models import Tenant
 
@@ -29,8 +30,11 @@ def page(
 
 def keys_above(session: Session, tenant_id: str, limit_name: str, value: int) -> int:
     """How many live keys of the tenant have their own limit above `value` (keys without one
-    are capped by the tenant's limit anyway)."""
-    column = getattr(ApiKey, limit_name)
+    are capped by the tenant's limit anyway). A key's unset burst counts as its rate."""
+    column: ColumnElement[int | None] = getattr(ApiKey, limit_name)
+    rate = BURSTS.get(limit_name)
+    if rate is not None:
+        column = func.coalesce(column, getattr(ApiKey, rate))
     stmt = select(func.count()).where(
         ApiKey.tenant_id == tenant_id, ApiKey.status != "revoked", column > value
     )

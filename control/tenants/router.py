@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1/admin/tenants", tags=["tenants"], responses=ERROR
 
 @router.post("", status_code=201, summary="Create a tenant")
 def create_tenant(body: TenantCreate, caller: CallerDep, ctx: ContextDep) -> TenantOut:
-    return TenantOut.model_validate(service.create(ctx, caller, body))
+    return service.to_out(service.create(ctx, caller, body))
 
 
 @router.get("", summary="List tenants (a tenant token sees its own)")
@@ -31,11 +31,11 @@ def list_tenants(
 
 @router.get("/{tenant_id}", summary="Get a tenant")
 def get_tenant(tenant_id: str, caller: CallerDep, session: SessionDep) -> TenantOut:
-    return TenantOut.model_validate(service.get(session, caller, tenant_id))
+    return service.to_out(service.get(session, caller, tenant_id))
 
 
 @router.patch("/{tenant_id}", summary="Change a tenant's name, status (disable/enable) or limits")
 def update_tenant(
     tenant_id: str, body: TenantUpdate, caller: CallerDep, ctx: ContextDep
 ) -> TenantOut:
-    return TenantOut.model_validate(service.update(ctx, caller, tenant_id, body))
+    return service.to_out(service.update(ctx, caller, tenant_id, body))

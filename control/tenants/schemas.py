@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
-from control.schemas import Concurrency, Name, Rpm, Slug, Strict, Tpm
+from control.schemas import Concurrency, Name, Rpm, RpmBurst, Slug, Strict, Tpm, TpmBurst
 from control.validation import not_null
 
 TenantStatus = Literal["active", "disabled"]
@@ -21,6 +21,8 @@ class TenantCreate(Strict):
     rpm: Rpm | None = None
     tpm: Tpm | None = None
     max_concurrency: Concurrency | None = None
+    rpm_burst: RpmBurst | None = None
+    tpm_burst: TpmBurst | None = None
 
 
 class TenantUpdate(Strict):
@@ -32,6 +34,8 @@ class TenantUpdate(Strict):
     rpm: Rpm | None = None
     tpm: Tpm | None = None
     max_concurrency: Concurrency | None = None
+    rpm_burst: RpmBurst | None = None
+    tpm_burst: TpmBurst | None = None
 
     @field_validator("name", "status")
     @classmethod
@@ -40,7 +44,7 @@ class TenantUpdate(Strict):
 
 
 class TenantOut(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
+    """Limits as the data plane enforces them: an unset burst reads as its per-minute limit."""
 
     id: str
     name: str
@@ -48,5 +52,7 @@ class TenantOut(BaseModel):
     rpm: int | None
     tpm: int | None
     max_concurrency: int | None
+    rpm_burst: int | None
+    tpm_burst: int | None
     created_at: datetime
     updated_at: datetime

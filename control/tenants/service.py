@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy.orm import Session
 
 from control.caller import Caller
 from control.context import ControlContext
-from control.errors import Conflict, NotFound, Validation
+from control.errors import Conflict, FieldError, NotFound, Validation
 from control.ids import new_id
+from control.limits import BURSTS, LIMITS, in_force, orphan_bursts
 from control.pagination import decode_cursor, page
 from control.schemas import Page
 from control.tenants import repository
@@ -15,7 +18,17 @@ from control.tenants.models import Tenant
 from control.tenants.schemas import TenantCreate, TenantOut, TenantStatus, TenantUpdate
 from control.timeutil import utcnow
 
-LIMITS = ("rpm", "tpm", "max_concurrency")
+
+def to_out(tenant: Tenant) -> TenantOut:
+    limits = in_force({name: getattr(tenant, name) for name in LIMITS})
+    return TenantOut(
+        id=tenant.id,
+        name=tenant.name,
+        status=tenant.status,  # type: ignore[arg-type]
+        created_at=tenant.created_at,
+        updated_at=tenant.updated_at,
+        **limits,
+    )
 
 
 def get(session: Session, caller: Caller, tenant_id: str) -> Tenant:
@@ -42,12 +55,15 @@ def list_page(
         limit=limit,
     )
     items, next_cursor = page(rows, limit, lambda t: t.id)
-    return Page(items=[TenantOut.model_validate(t) for t in items], next_cursor=next_cursor)
+    return Page(items=[to_out(t) for t in items], next_cursor=next_cursor)
 
 
 def create(ctx: ControlContext, caller: Caller, data: TenantCreate) -> Tenant:
     caller.require_admin()
     tenant_id = data.id or new_id("ten")
+    orphans = orphan_bursts(data.model_dump())
+    if orphans:
+        raise Validation("a burst needs its per-minute limit", orphans)
     with ctx.mutator.mutate(caller, subject=("tenant", tenant_id)) as m:
         if repository.get(m.session, tenant_id) is not None:
             raise Conflict(f"tenant {tenant_id!r} already exists")
@@ -59,6 +75,8 @@ def create(ctx: ControlContext, caller: Caller, data: TenantCreate) -> Tenant:
             rpm=data.rpm,
             tpm=data.tpm,
             max_concurrency=data.max_concurrency,
+            rpm_burst=data.rpm_burst,
+            tpm_burst=data.tpm_burst,
             created_at=now,
             updated_at=now,
         )
@@ -79,15 +97,8 @@ def update(ctx: ControlContext, caller: Caller, tenant_id: str, data: TenantUpda
         changes = {k: v for k, v in changes.items() if getattr(tenant, k) != v}
         if not changes:
             return tenant
-        for name in LIMITS:
-            value = changes.get(name)
-            if value is not None:
-                above = repository.keys_above(m.session, tenant_id, name, value)
-                if above:
-                    raise Validation.field(
-                        name,
-                        f"{above} key(s) of this tenant have a higher {name}; lower them first",
-                    )
+        if any(name in changes for name in LIMITS):
+            _check_limits(m.session, tenant, changes)
         for name, value in changes.items():
             setattr(tenant, name, value)
         tenant.updated_at = utcnow()
@@ -96,3 +107,33 @@ def update(ctx: ControlContext, caller: Caller, tenant_id: str, data: TenantUpda
             action = "tenant.disable" if changes["status"] == "disabled" else "tenant.enable"
         m.record(action, "tenant", tenant_id, changes, tenant_id=tenant_id)
     return tenant
+
+
+def _check_limits(session: Session, tenant: Tenant, changes: dict[str, Any]) -> None:
+    """The tenant's new limits keep every burst with its rate and stay above its keys' own."""
+    after = {name: changes.get(name, getattr(tenant, name)) for name in LIMITS}
+    orphans = orphan_bursts(after)
+    if orphans:
+        raise Validation("a burst needs its per-minute limit", orphans)
+    before = in_force({name: getattr(tenant, name) for name in LIMITS})
+    errors = []
+    for name, cap in in_force(after).items():
+        was = before[name]
+        if cap is None or (was is not None and cap >= was):
+            continue
+        above = repository.keys_above(session, tenant.id, name, cap)
+        if not above:
+            continue
+        rate = BURSTS.get(name)
+        if rate is None:
+            message = f"{above} key(s) of this tenant have a higher {name}; lower them first"
+        else:
+            message = (
+                f"{above} key(s) of this tenant have a higher {name} (their own, or their "
+                f"{rate} when unset); lower them first"
+            )
+        # A burst left unset follows the rate: the field sent is the one at fault.
+        field = rate if rate is not None and name not in changes and rate in changes else name
+        errors.append(FieldError(field, message))
+    if errors:
+        raise Validation("a tenant's limits cannot drop below its keys' own", errors)

@@ -59,6 +59,11 @@ def member_spec(text: str) -> dict[str, Any]:
     return member
 
 
+def word_list(text: str) -> list[str]:
+    """Comma-separated words (an empty string is an empty list)."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
 def target_spec(text: str) -> dict[str, str]:
     """POOL:MODEL (the model may itself contain ':')."""
     pool, sep, model = text.partition(":")
@@ -69,7 +74,56 @@ def target_spec(text: str) -> dict[str, str]:
 
 # --- request building --------------------------------------------------------------------------
 
-_LIMIT_OPTIONS = ("rpm", "tpm", "max_concurrency")
+_LIMIT_OPTIONS = ("rpm", "tpm", "max_concurrency", "rpm_burst", "tpm_burst")
+_TIMEOUT_OPTIONS = ("connect_ms", "first_byte_ms", "idle_ms", "total_ms")
+
+# Pool policy options: option -> (where it goes in the request body, type, help).
+_POLICY_OPTIONS: dict[str, tuple[tuple[str, ...], Callable[[str], Any], str]] = {
+    "max-inflight": (
+        ("admission", "max_inflight"),
+        optional_int,
+        "requests at the upstreams at once ('none': the members' max concurrency summed)",
+    ),
+    "interactive-max-depth": (("admission", "interactive", "max_depth"), int, "lane size"),
+    "interactive-max-wait-ms": (("admission", "interactive", "max_wait_ms"), int, "lane wait"),
+    "interactive-weight": (("admission", "interactive", "weight"), int, "share of freed slots"),
+    "batch-max-depth": (("admission", "batch", "max_depth"), int, "lane size"),
+    "batch-max-wait-ms": (("admission", "batch", "max_wait_ms"), int, "lane wait"),
+    "batch-weight": (("admission", "batch", "weight"), int, "share of freed slots"),
+    "tenant-share": (("admission", "tenant_share"), float, "largest share of a lane per tenant"),
+    "keepalive-ms": (("admission", "keepalive_ms"), int, "SSE keep-alives to queued streams"),
+    "retry-max-attempts": (("retry", "max_attempts"), int, "attempts, the first included"),
+    "retry-backoff-base-ms": (("retry", "backoff_base_ms"), int, "full-jitter backoff base"),
+    "retry-backoff-cap-ms": (("retry", "backoff_cap_ms"), int, "backoff cap"),
+    "retry-budget-ratio": (("retry", "budget_ratio"), float, "retries per request"),
+    "retry-budget-min-per-second": (("retry", "budget_min_per_second"), float, "retry floor"),
+    "retry-on": (
+        ("retry", "retry_on"),
+        word_list,
+        "comma-separated: connect, reset, timeout, 429, 5xx codes",
+    ),
+    "retry-max-retry-after-ms": (
+        ("retry", "max_retry_after_ms"),
+        int,
+        "longest upstream retry-after waited for",
+    ),
+    "ejection-consecutive-failures": (
+        ("ejection", "consecutive_failures"),
+        int,
+        "failures in a row that eject a member (0: never)",
+    ),
+    "ejection-base-ms": (("ejection", "base_ms"), int, "first ejection, doubling after"),
+    "ejection-max-ms": (("ejection", "max_ms"), int, "longest ejection"),
+    "ejection-max-percent": (("ejection", "max_ejected_percent"), int, "of the members at once"),
+    "health-check-path": (("health_check", "path"), str, "turns checks on, e.g. /models"),
+    "health-check-interval-ms": (("health_check", "interval_ms"), int, "between checks"),
+    "health-check-timeout-ms": (("health_check", "timeout_ms"), int, "of one check"),
+    "health-check-unhealthy-after": (
+        ("health_check", "unhealthy_after"),
+        int,
+        "failed checks that take a member out",
+    ),
+}
 
 
 # Default of options that are sent only when given (None is a value: it clears a limit).
@@ -81,6 +135,26 @@ def _set(body: dict[str, Any], args: argparse.Namespace, *names: str) -> None:
         value = getattr(args, name, _UNSET)
         if value is not _UNSET:
             body[name] = value
+
+
+def _policies(body: dict[str, Any], args: argparse.Namespace) -> None:
+    """Pool timeouts and policy options given, nested as the API takes them."""
+    timeouts: dict[str, Any] = {}
+    _set(timeouts, args, *_TIMEOUT_OPTIONS)
+    if timeouts:
+        body["timeouts"] = timeouts
+    for option, (path, _, _) in _POLICY_OPTIONS.items():
+        value = getattr(args, option.replace("-", "_"), _UNSET)
+        if value is _UNSET:
+            continue
+        node = body
+        for step in path[:-1]:
+            node = node.setdefault(step, {})
+        node[path[-1]] = value
+    if getattr(args, "no_health_check", False):
+        if "health_check" in body:
+            raise CliError("--no-health-check cannot go with --health-check-* options")
+        body["health_check"] = None
 
 
 def _query(args: argparse.Namespace, *names: str) -> dict[str, Any]:
@@ -189,11 +263,17 @@ def providers_show(a: argparse.Namespace) -> Any:
 def pools_create(a: argparse.Namespace) -> Any:
     body: dict[str, Any] = {"members": a.member}
     _set(body, a, "id", "name")
-    timeouts: dict[str, Any] = {}
-    _set(timeouts, a, "connect_ms", "first_byte_ms", "idle_ms", "total_ms")
-    if timeouts:
-        body["timeouts"] = timeouts
+    _policies(body, a)
     return "POST", "/v1/admin/pools", body, {}
+
+
+def pools_update(a: argparse.Namespace) -> Any:
+    body: dict[str, Any] = {}
+    _set(body, a, "name")
+    if a.member is not None:
+        body["members"] = a.member
+    _policies(body, a)
+    return "PATCH", f"/v1/admin/pools/{a.id}", body, {}
 
 
 def pools_list(a: argparse.Namespace) -> Any:
@@ -244,6 +324,29 @@ def _limits(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-concurrency", type=optional_int, default=_UNSET, help="in flight ('none' clears)"
     )
+    p.add_argument(
+        "--rpm-burst",
+        type=optional_int,
+        default=_UNSET,
+        help="requests at once (bucket size; 'none': the rpm)",
+    )
+    p.add_argument(
+        "--tpm-burst",
+        type=optional_int,
+        default=_UNSET,
+        help="tokens at once (bucket size; 'none': the tpm)",
+    )
+
+
+_METAVARS: dict[Callable[[str], Any], str] = {float: "X", word_list: "A,B", str: "PATH"}
+
+
+def _pool_settings(p: argparse.ArgumentParser) -> None:
+    for name in ("connect-ms", "first-byte-ms", "idle-ms", "total-ms"):
+        p.add_argument(f"--{name}", type=int, default=_UNSET, metavar="MS", help="timeout")
+    for option, (_, kind, help_text) in _POLICY_OPTIONS.items():
+        metavar = "MS" if option.endswith("-ms") else _METAVARS.get(kind, "N")
+        p.add_argument(f"--{option}", type=kind, default=_UNSET, metavar=metavar, help=help_text)
 
 
 def _page(p: argparse.ArgumentParser) -> None:
@@ -336,7 +439,7 @@ def add_admin_commands(sub: Any) -> None:
     _page(p)
     _command(pr, "show", providers_show, conn, "show a provider").add_argument("id")
 
-    pools = sub.add_parser("pools", help="create, list and show pools")
+    pools = sub.add_parser("pools", help="create, update, list and show pools")
     po = pools.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = _command(po, "create", pools_create, conn, "create a pool")
     p.add_argument("--id", default=_UNSET)
@@ -349,8 +452,19 @@ def add_admin_commands(sub: Any) -> None:
         metavar="PROVIDER[:WEIGHT[:MAX_CONCURRENCY]]",
         help="repeat for each member",
     )
-    for name in ("connect-ms", "first-byte-ms", "idle-ms", "total-ms"):
-        p.add_argument(f"--{name}", type=int, default=_UNSET)
+    _pool_settings(p)
+    p = _command(po, "update", pools_update, conn, "change a pool's members, timeouts, policies")
+    p.add_argument("id")
+    p.add_argument("--name", default=_UNSET)
+    p.add_argument(
+        "--member",
+        type=member_spec,
+        action="append",
+        metavar="PROVIDER[:WEIGHT[:MAX_CONCURRENCY]]",
+        help="repeat for each member; replaces the whole list",
+    )
+    _pool_settings(p)
+    p.add_argument("--no-health-check", action="store_true", help="turn health checks off")
     p = _command(po, "list", pools_list, conn, "list pools")
     _page(p)
     _command(po, "show", pools_show, conn, "show a pool").add_argument("id")

@@ -108,6 +108,86 @@ def request_of(*argv: str) -> tuple[str, str, Any, dict[str, Any]]:
             ),
         ),
         (["routes", "show", "meta/llama"], ("GET", "/v1/admin/routes/meta/llama", None, {})),
+        (
+            ["tenants", "update", "acme", "--rpm-burst", "20", "--tpm-burst", "none"],
+            ("PATCH", "/v1/admin/tenants/acme", {"rpm_burst": 20, "tpm_burst": None}, {}),
+        ),
+        (
+            ["keys", "create", "--tenant", "acme", "--rpm", "60", "--rpm-burst", "5"],
+            ("POST", "/v1/admin/keys", {"tenant_id": "acme", "rpm": 60, "rpm_burst": 5}, {}),
+        ),
+        (
+            [
+                "pools",
+                "create",
+                "--id",
+                "p",
+                "--member",
+                "a",
+                "--max-inflight",
+                "64",
+                "--batch-max-depth",
+                "10",
+                "--tenant-share",
+                "0.25",
+                "--retry-on",
+                "connect,503",
+                "--retry-budget-ratio",
+                "0.1",
+                "--ejection-max-percent",
+                "30",
+                "--health-check-path",
+                "/health",
+                "--total-ms",
+                "9000",
+            ],
+            (
+                "POST",
+                "/v1/admin/pools",
+                {
+                    "members": [{"provider_id": "a"}],
+                    "id": "p",
+                    "timeouts": {"total_ms": 9000},
+                    "admission": {
+                        "max_inflight": 64,
+                        "batch": {"max_depth": 10},
+                        "tenant_share": 0.25,
+                    },
+                    "retry": {"retry_on": ["connect", "503"], "budget_ratio": 0.1},
+                    "ejection": {"max_ejected_percent": 30},
+                    "health_check": {"path": "/health"},
+                },
+                {},
+            ),
+        ),
+        (
+            [
+                "pools",
+                "update",
+                "p",
+                "--max-inflight",
+                "none",
+                "--interactive-max-wait-ms",
+                "500",
+                "--retry-max-attempts",
+                "2",
+                "--no-health-check",
+            ],
+            (
+                "PATCH",
+                "/v1/admin/pools/p",
+                {
+                    "admission": {"max_inflight": None, "interactive": {"max_wait_ms": 500}},
+                    "retry": {"max_attempts": 2},
+                    "health_check": None,
+                },
+                {},
+            ),
+        ),
+        (
+            ["pools", "update", "p", "--member", "b:2"],
+            ("PATCH", "/v1/admin/pools/p", {"members": [{"provider_id": "b", "weight": 2}]}, {}),
+        ),
     ],
 )
 def test_commands_become_requests(argv: list[str], expected: tuple[Any, ...]) -> None:
@@ -150,6 +230,23 @@ def test_malformed_options_are_usage_errors(bad: list[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         build_parser().parse_args(bad)
     assert exited.value.code == 2
+
+
+def test_contradictory_health_check_options_are_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = [
+        "pools",
+        "update",
+        "p",
+        "--no-health-check",
+        "--health-check-path",
+        "/x",
+        "--token",
+        "t",
+    ]
+    assert main(argv) == 2
+    assert "--no-health-check cannot go with" in capsys.readouterr().err
 
 
 def test_errors_print_the_api_error_and_exit_1(

@@ -129,7 +129,19 @@ def test_the_snapshot_matches_what_the_core_accepts(
         "priority",
         "limits",
     }
-    assert payload["tenants"][0]["limits"] == {"rpm": 600, "tpm": 100_000, "max_concurrency": 20}
+    assert payload["tenants"][0]["limits"] == {
+        "rpm": 600,
+        "tpm": 100_000,
+        "max_concurrency": 20,
+        "rpm_burst": None,  # the core's default: one minute's worth
+        "tpm_burst": None,
+    }
+    pool = payload["pools"][0]
+    assert set(pool) == {"id", "members", "timeouts", "admission", "retry", "ejection"} | {
+        "health_check"
+    }
+    assert pool["admission"]["max_inflight"] is None and pool["health_check"] is None
+    assert pool["retry"]["max_attempts"] == 3 and pool["ejection"]["max_ejected_percent"] == 50
     # Applying it again as a newer version is accepted as-is.
     version = harness.bridge.core_version
     assert version is not None

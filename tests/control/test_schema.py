@@ -4,19 +4,26 @@ at 100k keys (checked through the query plan, not a stopwatch)."""
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from sqlalchemy.orm import Session
 
 from control import migrations
 from control.db import create_db_engine
 from control.keys.models import ApiKey
 from control.keys.repository import KeyFilters, page_query
 from control.models import metadata
+from control.pools.models import Pool
+from control.pools.policies import Admission, Ejection, Retry
 from control.tenants.models import Tenant
+from tests.control.conftest import _with_search_path
 
 
 def test_migrations_match_the_models(database_url: str) -> None:
@@ -26,6 +33,52 @@ def test_migrations_match_the_models(database_url: str) -> None:
         diff = compare_metadata(MigrationContext.configure(conn), metadata)
     engine.dispose()
     assert diff == []
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database without any table, not even Alembic's."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/empty.db"
+        return
+    pg_url: str = request.getfixturevalue("pg_url")
+    schema = f"sgempty_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield _with_search_path(pg_url, schema)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def test_pools_from_before_the_policies_get_the_defaults(empty_database_url: str) -> None:
+    engine = create_db_engine(empty_database_url)
+    migrations.upgrade(engine, "0001")
+    now = datetime.now(UTC)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO pools (id, name, connect_ms, first_byte_ms, idle_ms, total_ms, "
+                "created_at, updated_at) VALUES ('old', 'old', 1, 2, 3, 4, :now, :now)"
+            ),
+            {"now": now},
+        )
+    migrations.upgrade(engine)
+    with Session(engine) as session:
+        pool = session.get(Pool, "old")
+        assert pool is not None
+        assert pool.admission == Admission().model_dump(mode="json")
+        assert pool.retry == Retry().model_dump(mode="json")
+        assert pool.ejection == Ejection().model_dump(mode="json")
+        assert pool.health_check is None
+    migrations.downgrade(engine, "0001")
+    with engine.connect() as conn:
+        columns = {c["name"] for c in sa.inspect(conn).get_columns("pools")}
+    assert "admission" not in columns and "total_ms" in columns
+    engine.dispose()
 
 
 def _plan(engine: sa.Engine, stmt: sa.Select[ApiKey, str]) -> str:

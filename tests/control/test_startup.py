@@ -103,8 +103,8 @@ def test_a_changed_pepper_is_refused_while_keys_exist(tmp_path: Path) -> None:
     with engine.begin() as conn:
         conn.execute(
             sa.text(
-                "INSERT INTO tenants VALUES "
-                "('t', 'T', 'active', NULL, NULL, NULL, '2024-01-01', '2024-01-01')"
+                "INSERT INTO tenants (id, name, status, created_at, updated_at) "
+                "VALUES ('t', 'T', 'active', '2024-01-01', '2024-01-01')"
             )
         )
         conn.execute(
