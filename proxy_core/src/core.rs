@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::access_log::AccessLog;
 use crate::config::{self, ConfigError};
 use crate::metrics::{self, FamilySnapshot};
 use crate::proxy::{self, ServerSettings, Shared};
@@ -37,6 +38,8 @@ pub struct CoreOptions {
     pub settings: ServerSettings,
     /// Where the durable usage journal lives; `None` keeps usage events in memory only.
     pub journal_dir: Option<std::path::PathBuf>,
+    /// Access log target: a file path, `-` for standard error, `None` for no access log.
+    pub access_log: Option<String>,
 }
 
 pub struct Core {
@@ -63,7 +66,14 @@ impl Core {
                 .map_err(|source| CoreError::Journal { path: dir.display().to_string(), source })?,
             None => UsageSink::new(limit),
         };
-        let shared = Arc::new(Shared::new(options.settings, usage));
+        let access_log = match &options.access_log {
+            Some(target) => Some(
+                AccessLog::open(target)
+                    .map_err(|source| CoreError::Journal { path: format!("access log {target}"), source })?,
+            ),
+            None => None,
+        };
+        let shared = Arc::new(Shared::new(options.settings, usage, access_log));
         let syncer = if shared.usage.is_journaled() {
             let sink = shared.clone();
             let handle = std::thread::Builder::new()
@@ -100,6 +110,7 @@ impl Core {
             let counters = shared.metrics.global.connections.clone();
             // Health checks live and die with the runtime.
             tokio::spawn(crate::routing::health_check::run(shared.clone()));
+            tokio::spawn(crate::stats::sample_load(shared.clone()));
             let handler = move |req| proxy::handle(shared.clone(), req);
             server::serve(listener, settings, counters, handler, stop).await
         })?;
@@ -171,6 +182,14 @@ impl Core {
         Ok(())
     }
 
+    /// Windowed figures per pool and route, with limits and member health (JSON).
+    pub fn status_json(&self) -> String {
+        match self.shared.config.load_full() {
+            Some(snapshot) => crate::stats::status_json(&snapshot, crate::clock::unix_now() as u64),
+            None => r#"{"now":0,"config_version":0,"pools":[],"routes":[]}"#.into(),
+        }
+    }
+
     /// Force a whole pool out for `length` (zero ends the drill): its routes fall back.
     pub fn drill_pool(&self, pool: &str, length: Duration) -> Result<(), String> {
         let snapshot = self.shared.config.load_full().ok_or("no configuration yet")?;
@@ -203,6 +222,13 @@ impl Core {
         let mut families = metrics::render(&self.shared.metrics);
         if let Some(snapshot) = self.shared.config.load_full() {
             families.extend(metrics::pool_gauges(&snapshot));
+        }
+        if let Some(log) = &self.shared.access_log {
+            families.push(FamilySnapshot::counter(
+                "sluicegate_access_log_dropped_total",
+                "Access log lines dropped because the writer fell behind.",
+                log.dropped.load(std::sync::atomic::Ordering::Relaxed) as f64,
+            ));
         }
         families.push(FamilySnapshot::gauge(
             "sluicegate_usage_backlog",

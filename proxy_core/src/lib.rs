@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod access_log;
 pub mod admission;
 pub mod auth;
 pub mod clock;
@@ -20,6 +21,7 @@ pub mod runtime;
 pub mod server;
 pub mod sim;
 pub mod sse;
+pub mod stats;
 pub mod tokens;
 pub mod usage;
 

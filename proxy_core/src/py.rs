@@ -72,8 +72,8 @@ impl PyCore {
     #[new]
     /// With `journal_dir`, usage events are journaled there, and the journal is replayed now:
     /// drain (and acknowledge) its events before serving. Raises JournalError if it cannot be
-    /// opened.
-    #[pyo3(signature = (*, workers=0, max_body_bytes=33554432, header_read_timeout_ms=5000, max_connections=25000, h2_max_concurrent_streams=100, usage_backlog_limit=200000, journal_dir=None))]
+    /// opened. `access_log` is a file path or `-` (standard error) for one JSON line per request.
+    #[pyo3(signature = (*, workers=0, max_body_bytes=33554432, header_read_timeout_ms=5000, max_connections=25000, h2_max_concurrent_streams=100, usage_backlog_limit=200000, journal_dir=None, access_log=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -84,6 +84,7 @@ impl PyCore {
         h2_max_concurrent_streams: u32,
         usage_backlog_limit: usize,
         journal_dir: Option<std::path::PathBuf>,
+        access_log: Option<String>,
     ) -> PyResult<Self> {
         if max_connections == 0 || max_body_bytes == 0 || header_read_timeout_ms == 0 {
             return Err(pyo3::exceptions::PyValueError::new_err(
@@ -102,6 +103,7 @@ impl PyCore {
                 usage_backlog_limit,
             },
             journal_dir,
+            access_log,
         };
         let core = py.detach(move || Core::new(options)).map_err(core_error)?;
         Ok(Self { inner: Arc::new(core) })
@@ -143,6 +145,13 @@ impl PyCore {
     fn drill_pool(&self, pool: &str, seconds: f64) -> PyResult<()> {
         let length = seconds_arg(seconds, "seconds")?;
         self.inner.drill_pool(pool, length).map_err(pyo3::exceptions::PyValueError::new_err)
+    }
+
+    /// Windowed figures (1m, 5m, 1h, prev_5m) per pool and route, with limits and member
+    /// health, as JSON: what `sluicegate status` and the doctor read.
+    fn status_snapshot(&self, py: Python<'_>) -> String {
+        let core = self.inner.clone();
+        py.detach(move || core.status_json())
     }
 
     /// Every metric as JSON: {"families": [{name, type, help, labels, samples}]}.

@@ -114,7 +114,9 @@ pub fn compile(version: u64, payload: &ConfigPayload, lease: &mut Lease<'_>) -> 
         }
         let alias: Arc<str> = Arc::from(r.alias.as_str());
         let price = prices.get(r.alias.as_str()).copied();
-        let route = Arc::new(Route { alias: alias.clone(), chain, max_output_tokens: r.max_output_tokens, price });
+        let windows = lease.route_windows(&r.alias);
+        let route =
+            Arc::new(Route { alias: alias.clone(), chain, max_output_tokens: r.max_output_tokens, price, windows });
         if routes.insert(alias, route).is_some() {
             return Err(err(format!("{path}.alias"), format!("duplicate route alias {:?}", r.alias)));
         }

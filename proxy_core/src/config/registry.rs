@@ -12,6 +12,7 @@ use crate::limits::{LimitState, QuotaState};
 use crate::metrics::Metrics;
 use crate::proxy::upstream::{ClientSettings, UpstreamClient};
 use crate::routing::{MemberState, PoolState};
+use crate::stats::Windows;
 
 use super::model::AdmissionConfig;
 
@@ -55,6 +56,7 @@ struct Tables {
     members: Table<String, MemberState>,
     limits: Table<String, LimitState>,
     quotas: Table<String, QuotaState>,
+    route_windows: Table<String, Windows>,
     gates: Table<String, PoolGate>,
     pools: Table<String, PoolState>,
 }
@@ -112,6 +114,10 @@ impl Lease<'_> {
     }
 
     /// Limiter state of a key (`key/ID`) or tenant (`tenant/ID`).
+    pub fn route_windows(&mut self, alias: &str) -> Arc<Windows> {
+        infallible(self.tables.route_windows.get_or_make(&alias.to_string(), || Ok(Windows::default())))
+    }
+
     /// Quota use of a key (`key/ID`) or tenant (`tenant/ID`).
     pub fn quota_state(&mut self, scope_key: String) -> Arc<QuotaState> {
         infallible(self.tables.quotas.get_or_make(&scope_key, || Ok(QuotaState::default())))
@@ -142,6 +148,7 @@ impl Lease<'_> {
         t.members.commit();
         t.limits.commit();
         t.quotas.commit();
+        t.route_windows.commit();
         t.gates.commit();
         t.pools.commit();
         for (gate, config) in self.reconfigure.drain(..) {
@@ -159,6 +166,7 @@ impl Drop for Lease<'_> {
             t.members.abandon();
             t.limits.abandon();
             t.quotas.abandon();
+            t.route_windows.abandon();
             t.gates.abandon();
             t.pools.abandon();
         }

@@ -17,6 +17,7 @@ use crate::limits::{LimitState, QuotaState};
 use crate::metrics::{LegSeries, PoolSeries};
 use crate::proxy::upstream::UpstreamClient;
 use crate::routing::{MemberState, PoolState, RetryPolicy};
+use crate::stats::Windows;
 
 pub struct Snapshot {
     pub version: u64,
@@ -118,6 +119,8 @@ pub struct Route {
     pub chain: Vec<RouteLeg>,
     pub max_output_tokens: Option<u64>,
     pub price: Option<Price>,
+    /// Windowed figures of the route (kept across swaps by the registry).
+    pub windows: Arc<Windows>,
 }
 
 /// A model's price in force: micro-units per million tokens.

@@ -36,6 +36,13 @@ impl FamilySnapshot {
         Self { name, kind, help, labels: labels.to_vec(), samples: Vec::new() }
     }
 
+    /// A single unlabelled counter.
+    pub fn counter(name: &'static str, help: &'static str, value: f64) -> Self {
+        let mut family = Self::new(name, "counter", help, &[]);
+        family.value(Vec::new(), value);
+        family
+    }
+
     /// A single unlabelled gauge.
     pub fn gauge(name: &'static str, help: &'static str, value: f64) -> Self {
         let mut family = Self::new(name, "gauge", help, &[]);

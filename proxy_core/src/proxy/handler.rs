@@ -19,6 +19,7 @@ use super::forward::{forward, serves};
 use super::peek::{peek, Peeked};
 use super::respond::{self, ProxyBody};
 use super::shared::Shared;
+use crate::access_log::Refusal;
 use crate::admission::Entry;
 use crate::clock::unix_now;
 use crate::config::{KeyEntry, Priority, Route, Snapshot};
@@ -57,6 +58,18 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respo
     };
     let mut response = result.unwrap_or_else(|e| {
         shared.metrics.global.reject(e.kind);
+        if let Some(log) = &shared.access_log {
+            log.refusal(&Refusal {
+                ts: unix_now(),
+                request_id: &request_id,
+                endpoint: endpoint.map_or("unknown", Endpoint::as_str),
+                status: e.status().as_u16(),
+                outcome: "refused",
+                error_code: e.kind.code(),
+                reason: e.kind.reason(),
+                duration_ms: arrived.elapsed().as_secs_f64() * 1000.0,
+            });
+        }
         respond::error(flavor, &e)
     });
     *response.version_mut() = version;
@@ -284,6 +297,7 @@ async fn admit_and_forward(ctx: RequestCtx) -> Result<Response<ProxyBody>, Gatew
                 break;
             }
             Err(e) => {
+                leg.pool.state.windows.record_rejection(unix_now() as u64);
                 refused.get_or_insert(e);
             }
         }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 
+use crate::access_log::AccessLog;
 use crate::config::{Registry, Snapshot};
 use crate::metrics::Metrics;
 use crate::server::ConnSettings;
@@ -30,18 +31,20 @@ pub struct Shared {
     pub registry: Registry,
     pub metrics: Arc<Metrics>,
     pub usage: UsageSink,
+    pub access_log: Option<AccessLog>,
     pub settings: ServerSettings,
     draining: AtomicBool,
 }
 
 impl Shared {
-    pub fn new(settings: ServerSettings, usage: UsageSink) -> Self {
+    pub fn new(settings: ServerSettings, usage: UsageSink, access_log: Option<AccessLog>) -> Self {
         let metrics = Arc::new(Metrics::default());
         Self {
             config: ArcSwapOption::empty(),
             registry: Registry::new(metrics.clone()),
             metrics,
             usage,
+            access_log,
             settings,
             draining: AtomicBool::new(false),
         }

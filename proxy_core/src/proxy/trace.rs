@@ -6,12 +6,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::clock::unix_now;
 use crate::config::{KeyEntry, Price, Priority, RouteLeg};
 use crate::endpoint::Endpoint;
 use crate::error::ErrorKind;
 use crate::limits::Held;
 use crate::metrics::{LegSeries, PoolSeries};
+use crate::routing::PoolState;
 use crate::sse::TokenUsage;
+use crate::stats::{Observation, Windows};
 use crate::usage::{BeginRecord, Outcome, Ticket, UsageEvent, UsageSource};
 
 use super::context::RequestCtx;
@@ -24,6 +27,7 @@ pub struct Leg {
     pub upstream_model: Arc<str>,
     pub series: Arc<LegSeries>,
     pub pool_series: Arc<PoolSeries>,
+    pub pool_state: Arc<PoolState>,
 }
 
 impl Leg {
@@ -34,6 +38,7 @@ impl Leg {
             upstream_model: leg.upstream_model.clone(),
             series: leg.series[member_index].clone(),
             pool_series: leg.pool.series.clone(),
+            pool_state: leg.pool.state.clone(),
         }
     }
 }
@@ -69,6 +74,7 @@ pub struct Trace {
     /// Limit charges, settled to the billed tokens when the event is emitted.
     pub held: Held,
     pub price: Option<Price>,
+    pub route_windows: Arc<Windows>,
     /// Where the journal holds this request's begin record.
     pub journal: Option<Ticket>,
 }
@@ -102,6 +108,7 @@ impl Trace {
             error: None,
             held: std::mem::take(&mut ctx.held),
             price: ctx.route.price,
+            route_windows: ctx.route.windows.clone(),
             journal: None,
         }
     }
@@ -244,13 +251,28 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
         leg.pool_series.overhead.observe_duration(t.overhead_before);
     }
 
+    let observation = Observation {
+        error: outcome != Outcome::Complete || t.status >= 500,
+        timeout: outcome == Outcome::Timeout,
+        client_retry: t.client_retry_count.is_some_and(|n| n > 0),
+        output_tokens: usage.completion,
+        ttft_ms: ttft.map(ms),
+        tpot_ms: tpot.map(ms),
+        total_ms: ms(duration),
+        queue_wait_ms: ms(t.queue_wait),
+    };
+    let now_unix = unix_now() as u64;
+    t.route_windows.record(now_unix, &observation);
+    if let Some(leg) = &t.leg {
+        leg.pool_state.windows.record(now_unix, &observation);
+    }
     let (upstream_model, pool, upstream) = match t.leg {
         Some(leg) => (Some(leg.upstream_model), Some(leg.pool), Some(leg.member)),
         None => (None, None, None),
     };
     shared.metrics.global.usage_events.fetch_add(1, Ordering::Relaxed);
     let ticket = t.journal.take();
-    shared.usage.record(
+    let line = shared.usage.record(
         UsageEvent {
             seq: 0,
             request_id: t.request_id,
@@ -285,4 +307,7 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
         },
         ticket,
     );
+    if let (Some(log), Some(line)) = (&shared.access_log, line) {
+        log.write(line);
+    }
 }

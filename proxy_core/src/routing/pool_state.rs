@@ -6,12 +6,15 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::budget::RetryBudget;
+use crate::stats::Windows;
 
 pub struct PoolState {
     base: Instant,
     pub budget: RetryBudget,
     pub budget_exhausted: AtomicU64,
     drill_until: AtomicU64,
+    /// Windowed figures of the pool for the status page and the doctor.
+    pub windows: Windows,
 }
 
 impl Default for PoolState {
@@ -21,6 +24,7 @@ impl Default for PoolState {
             budget: RetryBudget::default(),
             budget_exhausted: AtomicU64::new(0),
             drill_until: AtomicU64::new(0),
+            windows: Windows::default(),
         }
     }
 }

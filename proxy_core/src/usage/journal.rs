@@ -133,9 +133,8 @@ impl Journal {
     pub fn open(dir: &Path, interrupted: impl Fn(&[u8], u64) -> Option<Vec<u8>>) -> io::Result<(Journal, Replay)> {
         fs::create_dir_all(dir)?;
         let lock = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("lock"))?;
-        lock.try_lock().map_err(|_| {
-            io::Error::new(io::ErrorKind::WouldBlock, "another process holds this usage journal")
-        })?;
+        lock.try_lock()
+            .map_err(|_| io::Error::new(io::ErrorKind::WouldBlock, "another process holds this usage journal"))?;
         let acked: u64 = fs::read_to_string(dir.join(ACK_FILE)).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
         let mut ids: Vec<u64> =
             fs::read_dir(dir)?.filter_map(|e| e.ok()).filter_map(|e| segment_id(&e.path())).collect();

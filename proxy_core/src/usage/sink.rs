@@ -119,7 +119,8 @@ impl UsageSink {
         }
     }
 
-    pub fn record(&self, mut event: UsageEvent, ticket: Option<Ticket>) {
+    /// Record a request's usage event; returns its JSON (for the access log).
+    pub fn record(&self, mut event: UsageEvent, ticket: Option<Ticket>) -> Option<Bytes> {
         let mut q = self.lock();
         let seq = q.next_seq;
         q.next_seq += 1;
@@ -128,9 +129,10 @@ impl UsageSink {
             Ok(b) => Bytes::from(b),
             Err(e) => {
                 tracing::error!(error = %e, request_id = %event.request_id, "usage event could not be encoded");
-                return;
+                return None;
             }
         };
+        let line = bytes.clone();
         match &self.journal {
             Some(journal) => {
                 if let Err(e) = journal.end(seq, &bytes, ticket) {
@@ -143,6 +145,7 @@ impl UsageSink {
         }
         drop(q);
         self.changed.notify_all();
+        Some(line)
     }
 
     /// Make written events durable and ready. Called by the syncer thread.

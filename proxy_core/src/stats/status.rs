@@ -1,0 +1,130 @@
+//! The status view: per pool and per route, the windows the doctor reads, with limits and member
+//! health alongside. Built on demand from the snapshot in force; nothing here is on the request
+//! path.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::window::{WindowStats, Windows};
+use crate::config::{Priority, Snapshot};
+use crate::proxy::Shared;
+
+/// Window name → (length, how far back it ends). `prev_5m` is the five minutes before the last
+/// minute: what "moving with traffic" is measured against.
+const WINDOWS: [(&str, u64, u64); 4] = [("1m", 60, 0), ("5m", 300, 0), ("1h", 3600, 0), ("prev_5m", 300, 60)];
+
+fn windows(w: &Windows, now: u64) -> BTreeMap<&'static str, WindowStats> {
+    WINDOWS.iter().map(|(name, seconds, skip)| (*name, w.stats(now, *seconds, *skip))).collect()
+}
+
+#[derive(Serialize)]
+struct MemberStatus {
+    id: String,
+    state: &'static str,
+    inflight: u64,
+    ejections: u64,
+    ttfb_ewma_ms: f64,
+}
+
+#[derive(Serialize)]
+struct PoolStatus {
+    id: String,
+    kind: &'static str,
+    inflight: u32,
+    inflight_limit: Option<u32>,
+    queue_depth: BTreeMap<&'static str, u32>,
+    queue_limit: BTreeMap<&'static str, usize>,
+    drilled: bool,
+    members: Vec<MemberStatus>,
+    windows: BTreeMap<&'static str, WindowStats>,
+}
+
+#[derive(Serialize)]
+struct RouteStatus {
+    alias: String,
+    chain: Vec<String>,
+    windows: BTreeMap<&'static str, WindowStats>,
+}
+
+#[derive(Serialize)]
+struct Status {
+    now: u64,
+    config_version: u64,
+    pools: Vec<PoolStatus>,
+    routes: Vec<RouteStatus>,
+}
+
+fn state_name(code: u8) -> &'static str {
+    match code {
+        0 => "ready",
+        1 => "ejected",
+        2 => "cooling_down",
+        3 => "failing_checks",
+        _ => "drilled",
+    }
+}
+
+pub fn status_json(snapshot: &Snapshot, now: u64) -> String {
+    let mut pools: Vec<PoolStatus> = snapshot
+        .pools
+        .values()
+        .map(|pool| {
+            let config = pool.gate.config();
+            PoolStatus {
+                id: pool.id.to_string(),
+                kind: pool.kind.as_str(),
+                inflight: pool.gate.inflight(),
+                inflight_limit: config.max_inflight,
+                queue_depth: Priority::ALL.iter().map(|p| (p.as_str(), pool.gate.depth(*p))).collect(),
+                queue_limit: Priority::ALL.iter().map(|p| (p.as_str(), config.lane(*p).max_depth)).collect(),
+                drilled: pool.state.drilled(),
+                members: pool
+                    .members
+                    .iter()
+                    .map(|m| MemberStatus {
+                        id: m.id.to_string(),
+                        state: state_name(m.state.availability().code()),
+                        inflight: m.state.inflight(),
+                        ejections: m.state.ejections_total.load(std::sync::atomic::Ordering::Relaxed),
+                        ttfb_ewma_ms: m.state.ttfb_ewma().as_secs_f64() * 1000.0,
+                    })
+                    .collect(),
+                windows: windows(&pool.state.windows, now),
+            }
+        })
+        .collect();
+    pools.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut routes: Vec<RouteStatus> = snapshot
+        .routes
+        .values()
+        .map(|r| RouteStatus {
+            alias: r.alias.to_string(),
+            chain: r.chain.iter().map(|leg| leg.pool.id.to_string()).collect(),
+            windows: windows(&r.windows, now),
+        })
+        .collect();
+    routes.sort_by(|a, b| a.alias.cmp(&b.alias));
+    let status = Status { now, config_version: snapshot.version, pools, routes };
+    serde_json::to_string(&status).unwrap_or_else(|_| "{}".into())
+}
+
+/// Samples each pool's queue depth and in-flight count into its windows once a second, so a
+/// window knows how close to its limits the pool ran. Runs until the core's runtime stops.
+pub async fn sample_load(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+        let Some(snapshot) = shared.config.load_full() else {
+            continue;
+        };
+        let now = crate::clock::unix_now() as u64;
+        for pool in snapshot.pools.values() {
+            let depth = Priority::ALL.iter().map(|p| pool.gate.depth(*p)).sum();
+            pool.state.windows.sample_load(now, depth, pool.gate.inflight());
+        }
+    }
+}
