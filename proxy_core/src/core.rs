@@ -27,6 +27,8 @@ pub enum CoreError {
     StaleConfig { offered: u64, current: u64 },
     #[error("invalid config: {0}")]
     Config(#[from] ConfigError),
+    #[error("key changes need a whole config first")]
+    NoConfig,
     #[error("usage journal {path}: {source}")]
     Journal { path: String, source: std::io::Error },
 }
@@ -148,15 +150,35 @@ impl Core {
 
     /// Validate, compile and swap in a whole snapshot. The old one stays in force on any error.
     pub fn apply_config(&self, version: u64, payload: &[u8]) -> Result<u64, CoreError> {
+        self.swap(version, |_| config::load(version, payload, &self.shared.registry).map_err(CoreError::from))
+    }
+
+    /// Add, replace or remove keys (a JSON `KeyDelta`) on top of the snapshot in force: the
+    /// cheap path for key changes when a tenant has many keys. Same version rule as
+    /// `apply_config`.
+    pub fn apply_key_changes(&self, version: u64, payload: &[u8]) -> Result<u64, CoreError> {
+        self.swap(version, |current| {
+            let old = current.ok_or(CoreError::NoConfig)?;
+            config::load_key_delta(&old, version, payload, &self.shared.registry).map_err(CoreError::from)
+        })
+    }
+
+    /// Build the next snapshot with `next` and swap it in, or keep the one in force.
+    fn swap(
+        &self,
+        version: u64,
+        next: impl FnOnce(Option<Arc<config::Snapshot>>) -> Result<config::Snapshot, CoreError>,
+    ) -> Result<u64, CoreError> {
         let _serial = self.applying.lock().unwrap_or_else(PoisonError::into_inner);
         let global = &self.shared.metrics.global;
-        if let Some(current) = self.config_version() {
+        let current = self.shared.config.load_full();
+        if let Some(current) = current.as_ref().map(|s| s.version) {
             if version < current {
                 global.config_rejected.fetch_add(1, Ordering::Relaxed);
                 return Err(CoreError::StaleConfig { offered: version, current });
             }
         }
-        match config::load(version, payload, &self.shared.registry) {
+        match next(current) {
             Ok(snapshot) => {
                 self.shared.config.store(Some(Arc::new(snapshot)));
                 global.config_applied.fetch_add(1, Ordering::Relaxed);
@@ -164,7 +186,7 @@ impl Core {
             }
             Err(e) => {
                 global.config_rejected.fetch_add(1, Ordering::Relaxed);
-                Err(e.into())
+                Err(e)
             }
         }
     }

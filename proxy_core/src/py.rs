@@ -44,6 +44,7 @@ fn core_error(e: CoreError) -> PyErr {
         // args: (message, path of the field at fault, what is wrong with it)
         CoreError::Config(ref c) => ConfigError::new_err((e.to_string(), c.path.clone(), c.message.clone())),
         CoreError::StaleConfig { .. } => StaleConfigError::new_err(e.to_string()),
+        CoreError::NoConfig => StateError::new_err(e.to_string()),
         CoreError::Start(_) => StartError::new_err(e.to_string()),
         CoreError::AlreadyRunning(_) => StateError::new_err(e.to_string()),
         CoreError::Journal { .. } => JournalError::new_err(e.to_string()),
@@ -132,6 +133,15 @@ impl PyCore {
         let core = self.inner.clone();
         let payload = payload.as_bytes().to_vec();
         py.detach(move || core.apply_config(version, &payload)).map_err(core_error)
+    }
+
+    /// Add, replace or remove keys on top of the snapshot in force: `payload` is JSON
+    /// `{"upsert": [key, ...], "remove": [key id, ...]}` with keys as in a whole snapshot.
+    /// Same version rule and errors as `apply_config`; StateError before any config.
+    fn apply_key_changes(&self, py: Python<'_>, version: u64, payload: &str) -> PyResult<u64> {
+        let core = self.inner.clone();
+        let payload = payload.as_bytes().to_vec();
+        py.detach(move || core.apply_key_changes(version, &payload)).map_err(core_error)
     }
 
     /// Force a pool member out for `seconds` (0 ends the drill). Raises ValueError for an

@@ -10,8 +10,8 @@ use http::uri::Scheme;
 use http::{HeaderName, HeaderValue, Uri};
 
 use super::model::{
-    AdmissionConfig, ConfigPayload, EjectionConfig, HealthCheckConfig, Limits, MemberConfig, PoolConfig, ProviderKind,
-    QuotaConfig, RetryConfig, Timeouts,
+    AdmissionConfig, ConfigPayload, EjectionConfig, HealthCheckConfig, KeyConfig, KeyDelta, Limits, MemberConfig,
+    PoolConfig, ProviderKind, QuotaConfig, RetryConfig, Timeouts,
 };
 use super::registry::Lease;
 use super::snapshot::{KeyEntry, Member, Pool, PoolTimeouts, Price, Route, RouteLeg, Snapshot, TenantEntry};
@@ -123,39 +123,14 @@ pub fn compile(version: u64, payload: &ConfigPayload, lease: &mut Lease<'_>) -> 
     }
 
     let mut keys = HashMap::with_capacity(payload.keys.len());
-    let mut key_ids = HashSet::with_capacity(payload.keys.len());
+    let mut key_ids = HashMap::with_capacity(payload.keys.len());
     for (i, k) in payload.keys.iter().enumerate() {
         let path = format!("keys[{i}]");
-        check_id(&format!("{path}.id"), &k.id)?;
-        if !key_ids.insert(k.id.as_str()) {
+        let entry = compile_key(&path, k, &tenants, lease)?;
+        if key_ids.insert(entry.id.clone(), entry.hash).is_some() {
             return Err(err(format!("{path}.id"), format!("duplicate key id {:?}", k.id)));
         }
-        let hash = parse_hex_digest(&k.hash).ok_or_else(|| err(format!("{path}.hash"), "must be 64 hex characters"))?;
-        let tenant = tenants
-            .get(k.tenant_id.as_str())
-            .ok_or_else(|| err(format!("{path}.tenant_id"), format!("unknown tenant {:?}", k.tenant_id)))?
-            .clone();
-        if let Some(t) = k.expires_at {
-            if !t.is_finite() {
-                return Err(err(format!("{path}.expires_at"), "must be a finite unix time"));
-            }
-        }
-        check_limits(&format!("{path}.limits"), &k.limits)?;
-        let entry = Arc::new(KeyEntry {
-            limit_state: lease.limit_state(format!("key/{}", k.id)),
-            quota: check_quota(&format!("{path}.quota"), k.quota.as_ref())?,
-            quota_state: lease.quota_state(format!("key/{}", k.id)),
-            id: Arc::from(k.id.as_str()),
-            hash,
-            prefix: Arc::from(k.prefix.as_str()),
-            tenant,
-            status: k.status,
-            expires_at: k.expires_at,
-            models: k.models.as_ref().map(|m| m.iter().map(|a| Arc::<str>::from(a.as_str())).collect()),
-            priority: k.priority,
-            limits: k.limits.clone(),
-        });
-        if keys.insert(hash, entry).is_some() {
+        if keys.insert(entry.hash, entry).is_some() {
             return Err(err(format!("{path}.hash"), "two keys share one hash"));
         }
     }
@@ -166,10 +141,83 @@ pub fn compile(version: u64, payload: &ConfigPayload, lease: &mut Lease<'_>) -> 
         version,
         hasher,
         keys,
+        key_ids,
         tenants,
         routes,
         route_aliases,
         pools: pools.into_iter().map(|(id, pool)| (Arc::<str>::from(id), pool)).collect(),
+    })
+}
+
+fn compile_key(
+    path: &str,
+    k: &KeyConfig,
+    tenants: &HashMap<Arc<str>, Arc<TenantEntry>>,
+    lease: &mut Lease<'_>,
+) -> Result<Arc<KeyEntry>, ConfigError> {
+    check_id(&format!("{path}.id"), &k.id)?;
+    let hash = parse_hex_digest(&k.hash).ok_or_else(|| err(format!("{path}.hash"), "must be 64 hex characters"))?;
+    let tenant = tenants
+        .get(k.tenant_id.as_str())
+        .ok_or_else(|| err(format!("{path}.tenant_id"), format!("unknown tenant {:?}", k.tenant_id)))?
+        .clone();
+    if k.expires_at.is_some_and(|t| !t.is_finite()) {
+        return Err(err(format!("{path}.expires_at"), "must be a finite unix time"));
+    }
+    check_limits(&format!("{path}.limits"), &k.limits)?;
+    Ok(Arc::new(KeyEntry {
+        limit_state: lease.limit_state(format!("key/{}", k.id)),
+        quota: check_quota(&format!("{path}.quota"), k.quota.as_ref())?,
+        quota_state: lease.quota_state(format!("key/{}", k.id)),
+        id: Arc::from(k.id.as_str()),
+        hash,
+        prefix: Arc::from(k.prefix.as_str()),
+        tenant,
+        status: k.status,
+        expires_at: k.expires_at,
+        models: k.models.as_ref().map(|m| m.iter().map(|a| Arc::<str>::from(a.as_str())).collect()),
+        priority: k.priority,
+        limits: k.limits.clone(),
+    }))
+}
+
+/// A new snapshot from `old` with keys added, replaced or removed: what a key change costs at
+/// 100k keys is this map edit, not a whole recompilation.
+pub fn apply_key_delta(
+    old: &Snapshot,
+    version: u64,
+    delta: &KeyDelta,
+    lease: &mut Lease<'_>,
+) -> Result<Snapshot, ConfigError> {
+    let mut keys = old.keys.clone();
+    let mut key_ids = old.key_ids.clone();
+    for id in &delta.remove {
+        if let Some(hash) = key_ids.remove(id.as_str()) {
+            keys.remove(&hash);
+            lease.forget(&format!("key/{id}"));
+        }
+    }
+    for (i, k) in delta.upsert.iter().enumerate() {
+        let path = format!("upsert[{i}]");
+        let entry = compile_key(&path, k, &old.tenants, lease)?;
+        if let Some(previous) = key_ids.insert(entry.id.clone(), entry.hash) {
+            keys.remove(&previous);
+        }
+        if let Some(other) = keys.insert(entry.hash, entry.clone()) {
+            if other.id != entry.id {
+                return Err(err(format!("{path}.hash"), "two keys share one hash"));
+            }
+        }
+    }
+    Ok(Snapshot {
+        version,
+        hasher: old.hasher.clone(),
+        keys,
+        key_ids,
+        tenants: old.tenants.clone(),
+        routes: old.routes.clone(),
+        route_aliases: old.route_aliases.clone(),
+        pools: old.pools.clone(),
     })
 }
 

@@ -20,6 +20,16 @@ pub struct ConfigPayload {
     pub prices: Vec<PriceConfig>,
 }
 
+/// Keys added, replaced (same id) or removed (by id), applied on top of the snapshot in force.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyDelta {
+    #[serde(default)]
+    pub upsert: Vec<KeyConfig>,
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
+
 /// What a model costs, in integer micro-units of the billing currency per million tokens.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -48,6 +48,18 @@ impl<K: std::hash::Hash + Eq + Clone, V> Table<K, V> {
     fn abandon(&mut self) {
         self.next.clear();
     }
+
+    /// A partial compilation: keep what the snapshot in force uses, add what is new.
+    fn commit_partial(&mut self, forget: &[String])
+    where
+        K: std::borrow::Borrow<str>,
+    {
+        for key in forget {
+            self.current.remove(key.as_str());
+        }
+        let next = std::mem::take(&mut self.next);
+        self.current.extend(next);
+    }
 }
 
 #[derive(Default)]
@@ -72,6 +84,8 @@ pub struct Lease<'a> {
     tables: std::sync::MutexGuard<'a, Tables>,
     /// Gates whose admission settings change, applied only if the snapshot is.
     reconfigure: Vec<(Arc<PoolGate>, AdmissionConfig)>,
+    /// Limiter and quota states of removed keys (partial commits only).
+    forget: Vec<String>,
     committed: bool,
 }
 
@@ -95,6 +109,7 @@ impl Registry {
             registry: self,
             tables: self.tables.lock().unwrap_or_else(PoisonError::into_inner),
             reconfigure: Vec::new(),
+            forget: Vec::new(),
             committed: false,
         }
     }
@@ -139,6 +154,20 @@ impl Lease<'_> {
             self.reconfigure.push((gate.clone(), config.clone()));
         }
         gate
+    }
+
+    /// Drop a key's limiter and quota state when a partial commit removes the key.
+    pub fn forget(&mut self, scope_key: &str) {
+        self.forget.push(scope_key.to_string());
+    }
+
+    /// Commit a key change: everything in force stays, new states are added, removed keys' go.
+    pub fn commit_partial(mut self) {
+        let forget = std::mem::take(&mut self.forget);
+        let t = &mut *self.tables;
+        t.limits.commit_partial(&forget);
+        t.quotas.commit_partial(&forget);
+        self.committed = true;
     }
 
     /// Keep what the new snapshot uses and drop the rest.

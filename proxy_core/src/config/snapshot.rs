@@ -23,6 +23,8 @@ pub struct Snapshot {
     pub version: u64,
     pub hasher: KeyHasher,
     pub keys: HashMap<KeyHash, Arc<KeyEntry>>,
+    /// Key id to its hash, for key changes by id.
+    pub key_ids: HashMap<Arc<str>, KeyHash>,
     pub tenants: HashMap<Arc<str>, Arc<TenantEntry>>,
     pub routes: HashMap<Arc<str>, Arc<Route>>,
     /// Route aliases in sorted order, for `/v1/models`.
