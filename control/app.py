@@ -17,6 +17,7 @@ from control.audit.router import router as audit_router
 from control.config_api import router as config_router
 from control.context import ControlContext
 from control.core_bridge import CoreBridge
+from control.drills.router import router as drills_router
 from control.errors import install_error_handlers
 from control.health import router as health_router
 from control.keys.router import router as keys_router
@@ -40,14 +41,15 @@ ROUTERS = (
     pools_router,
     routes_router,
     prices_router,
+    drills_router,
     usage_router,
     audit_router,
     config_router,
 )
 
 DESCRIPTION = """Manage sluicegate: tenants, their API keys, upstream providers, pools, routes,
-prices; read usage and the audit log. Every change is applied to the data plane before the
-response returns. Authenticate with `Authorization: Bearer <admin token>`."""
+prices; run failover drills; read usage and the audit log. Every change is applied to the data
+plane before the response returns. Authenticate with `Authorization: Bearer <admin token>`."""
 
 
 def announce_admin_token(token: str) -> None:

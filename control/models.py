@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from control.audit.models import AuditEntry
 from control.db import Base
+from control.drills.models import Drill
 from control.keys.models import ApiKey
 from control.pools.models import Pool, PoolMember
 from control.prices.models import Price
@@ -21,6 +22,7 @@ __all__ = [
     "ApiKey",
     "AuditEntry",
     "ControlState",
+    "Drill",
     "Pool",
     "PoolMember",
     "Price",

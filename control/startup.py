@@ -1,5 +1,6 @@
 """Everything before the first request: database and migrations, secrets, admin token,
-bootstrap objects, and the first snapshot applied to the core."""
+bootstrap objects, the first snapshot applied to the core, and the drills still running (the
+core keeps them in memory only)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from control.bootstrap import apply_bootstrap, ensure_admin_token
 from control.context import ControlContext
 from control.core_bridge import CoreBridge
 from control.db import create_db_engine, is_sqlite, session_factory
+from control.drills.service import reapply as reapply_drills
 from control.errors import CoreRejected, StartupError
 from control.mutation import Mutator
 from control.secrets_setup import resolve_cipher, resolve_pepper
@@ -57,6 +59,9 @@ def prepare(settings: Settings, bridge: CoreBridge) -> tuple[ControlContext, str
         except CoreRejected as e:
             raise StartupError(f"the stored configuration is refused: {e.message}") from None
         log.info("config version %d applied to the data plane", version)
+        held = reapply_drills(ctx)
+        if held:
+            log.info("drills still running, held again: %s", ", ".join(held))
     except BaseException:
         engine.dispose()
         raise

@@ -1,15 +1,19 @@
-"""`sluicegate tenants|keys|providers|pools|routes ...`: the common admin operations over the
-admin API (httpx), printing JSON. Secrets are never taken on the command line (where `ps` and
-shell history would keep them): credentials come from an environment variable or stdin.
+"""`sluicegate tenants|keys|providers|pools|routes|drills ...`: the common admin operations over
+the admin API (httpx), printing JSON; and `sluicegate drill`, which starts a drill, watches the
+route's traffic every second and ends it. Secrets are never taken on the command line (where
+`ps` and shell history would keep them): credentials come from an environment variable or stdin.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -298,6 +302,30 @@ def routes_show(a: argparse.Namespace) -> Any:
     return "GET", f"/v1/admin/routes/{a.alias}", None, {}
 
 
+def drills_list(a: argparse.Namespace) -> Any:
+    query = _query(a, "pool", "limit", "cursor")
+    if a.active:
+        query["active"] = "true"
+    return "GET", "/v1/admin/drills", None, query
+
+
+def drills_show(a: argparse.Namespace) -> Any:
+    return "GET", f"/v1/admin/drills/{a.id}", None, {}
+
+
+def drills_end(a: argparse.Namespace) -> Any:
+    return "DELETE", f"/v1/admin/drills/{a.id}", None, {}
+
+
+def duration(text: str) -> int:
+    """Whole seconds: `90`, `60s`, `5m`, `1h`."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
+    if not number.isdigit() or int(number) == 0:
+        raise argparse.ArgumentTypeError(f"expected a duration like 60s, 5m or 1h, got {text!r}")
+    return int(number) * units[unit]
+
+
 # --- parsers -----------------------------------------------------------------------------------
 
 
@@ -487,8 +515,47 @@ def add_admin_commands(sub: Any) -> None:
     _page(p)
     _command(ro, "show", routes_show, conn, "show a route").add_argument("alias")
 
+    drills = sub.add_parser("drills", help="list drills, end one (see also `sluicegate drill`)")
+    dr = drills.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = _command(dr, "list", drills_list, conn, "list drills, newest first")
+    p.add_argument("--pool")
+    p.add_argument("--active", action="store_true", help="only drills still running")
+    _page(p)
+    _command(dr, "show", drills_show, conn, "show a drill").add_argument("id")
+    _command(dr, "end", drills_end, conn, "end a drill now").add_argument("id")
 
-ADMIN_COMMANDS = ("tenants", "keys", "providers", "pools", "routes")
+    p = sub.add_parser(
+        "drill",
+        parents=[conn],
+        help="force a member or a pool of a route out for a while and watch the traffic move",
+        description="Start a drill, print the route's requests per upstream and its error rate "
+        "every second, end the drill when the time is up (or on Ctrl-C) and print a summary.",
+    )
+    p.add_argument("--route", required=True, help="the route to watch (the model alias)")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument(
+        "--eject",
+        metavar="[POOL:]MEMBER",
+        help="a member of one of the route's pools (name the pool if several have it)",
+    )
+    target.add_argument("--pool", help="one of the route's pools, out as a whole")
+    p.add_argument(
+        "--for",
+        dest="seconds",
+        type=duration,
+        required=True,
+        metavar="DURATION",
+        help="how long: 90, 60s, 5m, 1h",
+    )
+    p.add_argument("--reason", help="recorded with the drill and in the audit log")
+    p.add_argument(
+        "--allow-outage",
+        action="store_true",
+        help="drill even if a route would have no path left to serve it",
+    )
+
+
+ADMIN_COMMANDS = ("tenants", "keys", "providers", "pools", "routes", "drills")
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -507,11 +574,7 @@ def _error_text(response: httpx.Response) -> str:
 def run_admin(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get("SLUICEGATE_ADMIN_TOKEN")
     if not token:
-        print(
-            "sluicegate: no admin token: set SLUICEGATE_ADMIN_TOKEN or pass --token",
-            file=sys.stderr,
-        )
-        return 2
+        return _no_token()
     try:
         method, path, body, query = args.handler(args)
     except CliError as e:
@@ -542,3 +605,221 @@ def run_admin(args: argparse.Namespace) -> int:
             # The reader (`| head`) went away: that is not an error of this command.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+# --- `sluicegate drill`: start, watch every second, end, summarize -----------------------------
+
+# Counters of one reading: (pool, upstream) -> status class -> requests, and refusals by reason.
+Reading = tuple[dict[tuple[str, str], dict[str, int]], dict[str, int]]
+
+
+class Api:
+    """The admin API with a token; error answers become `CliError` in the API's words."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self._client = httpx.Client(
+            base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=10.0
+        )
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        response = self._client.request(method, path, json=body)
+        if response.status_code >= 400:
+            raise CliError(_error_text(response))
+        return response.json()
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _drill_target(api: Api, route: str, eject: str | None, pool: str | None) -> dict[str, str]:
+    if pool is not None:
+        return {"pool": pool}
+    assert eject is not None
+    named_pool, sep, member = eject.rpartition(":")
+    if sep:
+        return {"pool": named_pool, "member": member}
+    chain = [t["pool"] for t in api.call("GET", f"/v1/admin/routes/{route}")["chain"]]
+    having = [
+        p
+        for p in chain
+        if member in {m["id"] for m in api.call("GET", f"/v1/admin/pools/{p}")["members"]}
+    ]
+    if not having:
+        raise CliError(f"no pool of route {route!r} ({', '.join(chain)}) has a member {member!r}")
+    if len(having) > 1:
+        raise CliError(
+            f"pools {', '.join(having)} of route {route!r} all have a member {member!r}: "
+            f"name one, e.g. --eject {having[0]}:{member}"
+        )
+    return {"pool": having[0], "member": member}
+
+
+def _reading(api: Api, drill_id: str) -> Reading:
+    traffic = api.call("GET", f"/v1/admin/drills/{drill_id}/traffic")
+    upstreams = {(u["pool"], u["upstream"]): dict(u["requests"]) for u in traffic["upstreams"]}
+    return upstreams, dict(traffic["rejections"])
+
+
+def _delta(before: Reading, after: Reading) -> tuple[dict[str, int], int, int, int]:
+    """Requests per upstream, total, errors (4xx/5xx answers) and gateway refusals between two
+    readings."""
+    per_upstream: dict[str, int] = {}
+    total = errors = 0
+    for leg, classes in after[0].items():
+        old = before[0].get(leg, {})
+        diff = {c: n - old.get(c, 0) for c, n in classes.items()}
+        per_upstream[f"{leg[0]}/{leg[1]}"] = sum(diff.values())
+        total += sum(diff.values())
+        errors += diff.get("4xx", 0) + diff.get("5xx", 0)
+    for leg in before[0]:
+        per_upstream.setdefault(f"{leg[0]}/{leg[1]}", 0)
+    refused = sum(n - before[1].get(reason, 0) for reason, n in after[1].items())
+    return per_upstream, total, errors, refused
+
+
+def _rate(errors: int, total: int) -> str:
+    return f"{100 * errors / total:.1f}%" if total else "-"
+
+
+def _line(elapsed: float, before: Reading, after: Reading) -> str:
+    per_upstream, total, errors, refused = _delta(before, after)
+    legs = "  ".join(f"{name} {n}" for name, n in per_upstream.items())
+    return (
+        f"+{elapsed:.0f}s  {legs}  | {total} requests, {errors} errors "
+        f"({_rate(errors, total)}), {refused} refused by the gateway"
+    )
+
+
+def _summary(first: Reading, last: Reading) -> str:
+    per_upstream, total, errors, refused = _delta(first, last)
+    width = max((len(name) for name in per_upstream), default=0)
+    lines = ["requests per upstream during the drill:"]
+    lines += [f"  {name:<{width}}  {n}" for name, n in per_upstream.items()]
+    lines.append(
+        f"errors: {errors} of {total} requests ({_rate(errors, total)}); "
+        f"refused by the gateway (all routes): {refused}"
+    )
+    return "\n".join(lines)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+# The last reading is taken this long before the drill's end, so that no request served after
+# the target is back counts as served during the drill; the end is recorded this long after it.
+READ_MARGIN_S = 0.2
+END_MARGIN_S = 0.3
+
+
+def _watch(
+    api: Api, drill_id: str, t0: float, seconds: int, first: Reading
+) -> tuple[Reading, bool]:
+    """Print one line a second, `t0` (just before the drill started) being zero, until the time
+    is up or Ctrl-C/SIGTERM; returns the last reading and whether the watch was interrupted."""
+    last = first
+    tick = t0
+    end = t0 + seconds - READ_MARGIN_S
+    try:
+        while tick < end:
+            tick = min(tick + 1.0, end)
+            time.sleep(max(0.0, tick - time.monotonic()))
+            current = _reading(api, drill_id)
+            print(_line(time.monotonic() - t0, last, current), flush=True)
+            last = current
+        return last, False
+    except KeyboardInterrupt:
+        return last, True
+
+
+@contextlib.contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """While the drill is being ended, a second Ctrl-C (or SIGTERM) may not cut that short."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _no_token() -> int:
+    print("sluicegate: no admin token: set SLUICEGATE_ADMIN_TOKEN or pass --token", file=sys.stderr)
+    return 2
+
+
+def run_drill(args: argparse.Namespace) -> int:
+    token = args.token or os.environ.get("SLUICEGATE_ADMIN_TOKEN")
+    if not token:
+        return _no_token()
+    api = Api(args.admin_url, token)
+    previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return _drill(api, args)
+    except CliError as e:
+        print(f"sluicegate drill: {e}", file=sys.stderr)
+        return 1
+    except httpx.HTTPError as e:
+        where = args.admin_url
+        print(f"sluicegate drill: cannot reach the admin API at {where}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous_term)
+        api.close()
+
+
+def _drill(api: Api, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"route": args.route, "seconds": args.seconds}
+    body |= _drill_target(api, args.route, args.eject, args.pool)
+    if args.reason:
+        body["reason"] = args.reason
+    if args.allow_outage:
+        body["allow_outage"] = True
+    t0 = time.monotonic()  # before the core starts the drill: its end is after t0 + seconds
+    drill = api.call("POST", "/v1/admin/drills", body)
+    if drill["member"]:
+        what = f"member {drill['member']} of pool {drill['pool']}"
+    else:
+        what = f"pool {drill['pool']}"
+    print(
+        f"drill {drill['id']}: {what} out of route {args.route} for {args.seconds}s "
+        f"(until {drill['ends_at']}); Ctrl-C ends it early",
+        flush=True,
+    )
+    interrupted = failed = False
+    first: Reading | None = None
+    last: Reading | None = None
+    try:
+        first = last = _reading(api, drill["id"])
+        last, interrupted = _watch(api, drill["id"], t0, args.seconds, first)
+    except KeyboardInterrupt:
+        interrupted = True
+    except (CliError, httpx.HTTPError) as e:
+        print(f"sluicegate drill: reading the traffic failed: {e}", file=sys.stderr)
+        failed = True
+    # Whatever happened above, the target goes back in.
+    with _signals_ignored():
+        if interrupted and first is not None:
+            with contextlib.suppress(CliError, httpx.HTTPError):
+                last = _reading(api, drill["id"])
+        elif not failed:
+            # The time is up: the core lets the target back in by itself; record the end.
+            time.sleep(max(0.0, t0 + args.seconds + END_MARGIN_S - time.monotonic()))
+        try:
+            ended = api.call("DELETE", f"/v1/admin/drills/{drill['id']}")
+        except (CliError, httpx.HTTPError) as e:
+            print(
+                f"sluicegate drill: could not end drill {drill['id']}: {e}\n"
+                f"it ends by itself at {drill['ends_at']}, or run: "
+                f"sluicegate drills end {drill['id']}",
+                file=sys.stderr,
+            )
+            return 1
+    how = "ended early (interrupted)" if interrupted else "ended"
+    lasted = time.monotonic() - t0 if interrupted else args.seconds
+    print(f"drill {ended['id']} {how} after {lasted:.1f}s; the target is back in service")
+    if first is not None and last is not None:
+        print(_summary(first, last), flush=True)
+    if interrupted:
+        return 130
+    return 1 if failed else 0

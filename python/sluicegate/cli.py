@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sluicegate import __version__
-from sluicegate.admin_cli import ADMIN_COMMANDS, add_admin_commands, run_admin
+from sluicegate.admin_cli import ADMIN_COMMANDS, add_admin_commands, run_admin, run_drill
 
 
 def _wait_for_signal() -> None:
@@ -124,4 +124,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_serve(parsed)
     if parsed.command in ADMIN_COMMANDS:
         return run_admin(parsed)
+    if parsed.command == "drill":
+        return run_drill(parsed)
     return 0

@@ -31,6 +31,9 @@ ISOLATION: dict[tuple[str, str], tuple[int, Any]] = {
     ("PATCH", "/v1/admin/routes/{alias}"): (403, {"max_output_tokens": 5}),
     ("DELETE", "/v1/admin/routes/{alias}"): (403, None),
     ("GET", "/v1/admin/prices/{price_id}"): (403, None),
+    ("GET", "/v1/admin/drills/{drill_id}"): (403, None),
+    ("GET", "/v1/admin/drills/{drill_id}/traffic"): (403, None),
+    ("DELETE", "/v1/admin/drills/{drill_id}"): (403, None),
 }
 
 
@@ -53,6 +56,9 @@ def two_tenants(harness: Harness, world: dict[str, Any]) -> dict[str, Any]:
         {"model": "chat", "input_micros_per_mtok": 1, "output_micros_per_mtok": 2},
     ).json()
     token_id = admin.get("/v1/admin/tokens", tenant_id="globex").json()["items"][0]["id"]
+    drill = admin.post(
+        "/v1/admin/drills", {"pool": "main", "seconds": 60, "allow_outage": True}
+    ).json()
     return {
         "acme": harness.as_token(admin.create_tenant_token("acme")),
         "globex_token": globex_token,
@@ -64,6 +70,7 @@ def two_tenants(harness: Harness, world: dict[str, Any]) -> dict[str, Any]:
             "pool_id": "main",
             "alias": "chat",
             "price_id": str(price["id"]),
+            "drill_id": drill["id"],
         },
     }
 
@@ -117,6 +124,8 @@ def test_admin_only_collections_are_forbidden(two_tenants: dict[str, Any]) -> No
         ("GET", "/v1/admin/config/version"),
         ("GET", "/v1/admin/tokens"),
         ("POST", "/v1/admin/tokens"),
+        ("GET", "/v1/admin/drills"),
+        ("POST", "/v1/admin/drills"),
         ("POST", "/v1/admin/tenants"),
     ]:
         body = {"name": "x"} if method == "POST" else None

@@ -286,3 +286,75 @@ def test_missing_token_and_unreachable_api(
     assert "no admin token" in capsys.readouterr().err
     assert main(["tenants", "list", "--token", "t", "--admin-url", "http://127.0.0.1:1"]) == 1
     assert "cannot reach the admin API" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("60s", 60), ("5m", 300), ("1h", 3600)])
+def test_drill_durations(text: str, seconds: int) -> None:
+    args = build_parser().parse_args(["drill", "--route", "r", "--pool", "p", "--for", text])
+    assert (args.seconds, args.pool, args.eject) == (seconds, "p", None)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["drill", "--route", "r", "--pool", "p", "--for", "0s"],
+        ["drill", "--route", "r", "--pool", "p", "--for", "soon"],
+        ["drill", "--route", "r", "--for", "5s"],  # neither --eject nor --pool
+        ["drill", "--route", "r", "--pool", "p", "--eject", "m", "--for", "5s"],
+    ],
+)
+def test_drill_usage_errors(bad: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(bad)
+    assert exited.value.code == 2
+
+
+def test_drills_commands_become_requests() -> None:
+    assert request_of("drills", "list", "--active", "--pool", "p") == (
+        "GET",
+        "/v1/admin/drills",
+        None,
+        {"pool": "p", "active": "true"},
+    )
+    assert request_of("drills", "end", "drl_1") == ("DELETE", "/v1/admin/drills/drl_1", None, {})
+
+
+class FakeApi:
+    """Routes and pools as the admin API would answer them."""
+
+    def __init__(self, chain: list[str], members: dict[str, list[str]]) -> None:
+        self.chain, self.members = chain, members
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        if path.startswith("/v1/admin/routes/"):
+            return {"chain": [{"pool": p, "model": "m"} for p in self.chain]}
+        pool = path.rsplit("/", 1)[1]
+        return {"members": [{"id": m} for m in self.members[pool]]}
+
+
+def test_drill_finds_the_pool_of_an_ejected_member() -> None:
+    api: Any = FakeApi(["primary", "backup"], {"primary": ["a", "b"], "backup": ["b", "c"]})
+    target = admin_cli._drill_target
+    assert target(api, "chat", "a", None) == {"pool": "primary", "member": "a"}
+    assert target(api, "chat", "c", None) == {"pool": "backup", "member": "c"}
+    assert target(api, "chat", "backup:b", None) == {"pool": "backup", "member": "b"}
+    assert target(api, "chat", None, "primary") == {"pool": "primary"}
+    with pytest.raises(admin_cli.CliError, match="--eject primary:b"):
+        target(api, "chat", "b", None)
+    with pytest.raises(admin_cli.CliError, match="has a member 'z'"):
+        target(api, "chat", "z", None)
+
+
+def test_drill_lines_difference_the_counters() -> None:
+    before: Any = ({("p", "a"): {"2xx": 10}, ("q", "b"): {"2xx": 1}}, {"overloaded": 2})
+    after: Any = (
+        {("p", "a"): {"2xx": 10}, ("q", "b"): {"2xx": 9, "5xx": 1, "4xx": 2}},
+        {"overloaded": 3, "no_upstream": 1},
+    )
+    line = admin_cli._line(1.02, before, after)
+    assert line == "+1s  p/a 0  q/b 11  | 11 requests, 3 errors (27.3%), 2 refused by the gateway"
+    summary = admin_cli._summary(before, after)
+    assert "  p/a  0\n  q/b  11\n" in summary
+    assert summary.endswith(
+        "errors: 3 of 11 requests (27.3%); refused by the gateway (all routes): 2"
+    )
