@@ -189,24 +189,45 @@ def end(ctx: ControlContext, caller: Caller, drill_id: str) -> DrillOut:
         drill = get_row(m.session, caller, drill_id)
         if drill.ended_at is not None:
             return to_out(drill)
-        _end(ctx, m, drill, caller, reason=None)
+        _end(ctx, m, drill, caller)
     return to_out(drill)
 
 
 def _end(
-    ctx: ControlContext, m: Mutation, drill: Drill, caller: Caller, reason: str | None
+    ctx: ControlContext,
+    m: Mutation,
+    drill: Drill,
+    caller: Caller,
+    *,
+    reason: str | None = None,
+    core_knows: bool = True,
 ) -> None:
+    """Record the end of `drill` in mutation `m`; if it still runs (and the core still knows its
+    target), the core lets the target back in now."""
     now = utcnow()
     early = drill.ends_at > now
     drill.ended_at = min(now, drill.ends_at)
     drill.ended_by = caller.name if early else None
-    summary = {"pool": drill.pool_id, "member": drill.member_id, "early": early}
+    summary: dict[str, Any] = {"pool": drill.pool_id, "member": drill.member_id, "early": early}
     if reason is not None:
         summary["reason"] = reason
     m.record("drill.end", "drill", drill.id, summary)
-    if early and reason is None:
+    if early and core_knows:
         remaining = (drill.ends_at - now).total_seconds()
         _tell_core(ctx, m, _target(drill), 0.0, undo_seconds=remaining)
+
+
+def end_with_target(
+    ctx: ControlContext, m: Mutation, pool_id: str, members: set[str] | None, reason: str
+) -> None:
+    """In a change that removes a pool (`members` None) or some of its members: their running
+    drills end with it, so that no drill outlives its target (nor comes back with a new pool or
+    member of the same id)."""
+    for drill in repository.active(m.session, utcnow()):
+        if drill.pool_id != pool_id:
+            continue
+        if members is None or drill.member_id in members:
+            _end(ctx, m, drill, m.caller, reason=reason)
 
 
 def _tell_core(
@@ -247,4 +268,11 @@ def _end_gone(ctx: ControlContext, drill_ids: Iterable[str]) -> None:
         with ctx.mutator.mutate(SYSTEM, affects_core=False) as m:
             drill = repository.get(m.session, drill_id)
             if drill is not None and drill.ended_at is None:
-                _end(ctx, m, drill, SYSTEM, reason="its pool or member no longer exists")
+                _end(
+                    ctx,
+                    m,
+                    drill,
+                    SYSTEM,
+                    reason="its pool or member no longer exists",
+                    core_knows=False,
+                )

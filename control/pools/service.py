@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from control.caller import Caller
 from control.context import ControlContext
+from control.drills import service as drills
 from control.errors import Conflict, FieldError, NotFound, Validation
 from control.ids import new_id
 from control.pagination import decode_cursor, page
@@ -207,6 +208,9 @@ def update(ctx: ControlContext, caller: Caller, pool_id: str, data: PoolUpdate) 
         summary.update(_policy_changes(pool, data))
         if data.members is not None:
             members = _members(m.session, data.members)
+            removed = {old.id for old in pool.members} - {new.id for new in members}
+            if removed:
+                drills.end_with_target(ctx, m, pool_id, removed, "member removed from the pool")
             if _member_summary(members) != _member_summary(pool.members):
                 pool.members.clear()
                 m.session.flush()
@@ -258,5 +262,6 @@ def delete(ctx: ControlContext, caller: Caller, pool_id: str) -> None:
             raise Conflict(
                 f"routes {', '.join(routes)} send requests to this pool; change them first"
             )
+        drills.end_with_target(ctx, m, pool_id, None, "pool deleted")
         m.session.delete(pool)
         m.record("pool.delete", "pool", pool_id, {})

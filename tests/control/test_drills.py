@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
 from tests.control.helpers import Api, Harness, error_fields
 from tests.support.procs import Proc, start_sim
@@ -159,13 +160,42 @@ def test_a_restart_holds_unexpired_drills_again(
     assert restarted.admin.get(f"/v1/admin/drills/{member['id']}").json()["state"] == "active"
 
 
+def test_drills_end_with_their_target(harness: Harness, admin: Api) -> None:
+    _topology(admin)
+    admin.create_pool(id="spare", members=[{"provider_id": "sim-c"}])
+    spare = admin.post("/v1/admin/drills", {"pool": "spare", "seconds": 600}).json()
+    member = admin.post(
+        "/v1/admin/drills", {"pool": "primary", "member": "sim-b", "seconds": 600}
+    ).json()
+    assert admin.delete("/v1/admin/pools/spare").status_code == 204
+    assert admin.get(f"/v1/admin/drills/{spare['id']}").json()["state"] == "ended"
+    one = admin.patch("/v1/admin/pools/primary", {"members": [{"provider_id": "sim-a"}]})
+    assert one.status_code == 200, one.text
+    assert admin.get(f"/v1/admin/drills/{member['id']}").json()["state"] == "ended"
+    # A member of the same id added back is not drilled.
+    admin.patch(
+        "/v1/admin/pools/primary",
+        {"members": [{"provider_id": "sim-a"}, {"provider_id": "sim-b"}]},
+    )
+    assert _drilled(harness) == (set(), set())
+    ends = admin.get("/v1/admin/audit", action="drill.end").json()["items"]
+    assert [(e["resource_id"], e["summary"]["reason"]) for e in ends] == [
+        (member["id"], "member removed from the pool"),
+        (spare["id"], "pool deleted"),
+    ]
+
+
 def test_a_drill_whose_target_is_gone_is_ended_at_restart(
-    harness_factory: Callable[..., Harness], admin: Api
+    harness_factory: Callable[..., Harness], harness: Harness, admin: Api
 ) -> None:
     _topology(admin)
     admin.create_pool(id="spare", members=[{"provider_id": "sim-c"}])
     drill = admin.post("/v1/admin/drills", {"pool": "spare", "seconds": 600}).json()
-    assert admin.delete("/v1/admin/pools/spare").status_code == 204
+    # Removed behind the API's back (a restore from an older backup, a manual fix...).
+    with harness.ctx.sessions() as session:
+        session.execute(sa.text("DELETE FROM pool_members WHERE pool_id = 'spare'"))
+        session.execute(sa.text("DELETE FROM pools WHERE id = 'spare'"))
+        session.commit()
     restarted = harness_factory()
     after = restarted.admin.get(f"/v1/admin/drills/{drill['id']}").json()
     assert after["state"] == "ended" and after["ended_at"] is not None
