@@ -106,3 +106,16 @@ def test_api_key_helpers_agree_with_the_core() -> None:
         _core.hash_api_key("pepper", key)
         == hmac.new(b"pepper", key.encode(), hashlib.sha256).hexdigest()
     )
+
+
+def test_link_local_and_metadata_upstreams_need_the_internal_flag() -> None:
+    core = _core.Core(workers=1)
+    for address in ["169.254.169.254", "[fe80::1]:80", "[fd00:ec2::254]:80"]:
+        cfg = ConfigBuilder().tenant("t")
+        cfg.pool("p", [member("m", address)]).route("alias", ("p", "up"))
+        with pytest.raises(_core.ConfigError) as refused:
+            core.apply_config(1, cfg.payload())
+        assert refused.value.args[1] == "pools[0].members[0].base_url"
+        allowed = ConfigBuilder().tenant("t")
+        allowed.pool("p", [member("m", address, internal=True)]).route("alias", ("p", "up"))
+        assert core.apply_config(1, allowed.payload()) == 1

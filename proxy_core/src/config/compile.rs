@@ -424,9 +424,21 @@ fn compile_member(
         return Err(err(format!("{path}.max_concurrency"), "must be positive when set"));
     }
     let member_key = format!("{pool_id}/{}", m.id);
+    if !m.internal {
+        let literal = authority.host().trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = literal.parse::<std::net::IpAddr>() {
+            if crate::proxy::upstream::forbidden_address(ip) {
+                return Err(err(
+                    format!("{path}.base_url"),
+                    "points at a link-local or metadata address; mark the member internal to allow it",
+                ));
+            }
+        }
+    }
     let settings = ClientSettings {
         connect_timeout: pool_timeouts.connect,
         http2_prior_knowledge: m.http2 && scheme == Scheme::HTTP,
+        allow_internal: m.internal,
     };
     let client = lease
         .client(&member_key, settings)

@@ -198,6 +198,10 @@ pub struct MemberConfig {
     /// Speak HTTP/2 with prior knowledge to a plaintext upstream (TLS upstreams negotiate by ALPN).
     #[serde(default)]
     pub http2: bool,
+    /// An operator's internal upstream: may be on link-local or metadata-like addresses, which
+    /// are refused otherwise (checked on the resolved address at connect time).
+    #[serde(default)]
+    pub internal: bool,
 }
 
 fn default_weight() -> u32 {

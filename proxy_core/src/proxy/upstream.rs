@@ -3,6 +3,7 @@
 //! a fresh connect (and its cost) from a pooled one.
 
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -12,6 +13,7 @@ use http::Uri;
 use http_body_util::Full;
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder, MaybeHttpsStream};
+use hyper_util::client::legacy::connect::dns::{GaiResolver, Name};
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -26,9 +28,58 @@ pub struct ConnectTiming {
     pub took: Duration,
 }
 
+/// Resolves host names and refuses addresses an upstream must never be: link-local (which covers
+/// the cloud metadata service at 169.254.169.254), the IPv6 metadata address, unspecified and
+/// broadcast addresses; unless the member is marked internal. Checked on the resolved address, at
+/// connect time, so a DNS answer that changes after the control plane's check cannot slip past.
+#[derive(Clone)]
+pub struct GuardedResolver {
+    inner: GaiResolver,
+    allow_internal: bool,
+}
+
+pub fn forbidden_address(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_link_local() || v4.is_unspecified() || v4.is_broadcast(),
+        IpAddr::V6(v6) => {
+            let metadata = v6.segments() == [0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254];
+            let link_local = (v6.segments()[0] & 0xffc0) == 0xfe80;
+            let mapped = v6.to_ipv4_mapped().is_some_and(|v4| forbidden_address(IpAddr::V4(v4)));
+            metadata || link_local || mapped || v6.is_unspecified()
+        }
+    }
+}
+
+impl tower_service::Service<Name> for GuardedResolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, std::io::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), std::io::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
+        let allow_internal = self.allow_internal;
+        let resolving = self.inner.call(name);
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> = resolving.await?.collect();
+            let allowed: Vec<SocketAddr> =
+                addrs.iter().copied().filter(|a| allow_internal || !forbidden_address(a.ip())).collect();
+            if allowed.is_empty() && !addrs.is_empty() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "the upstream host resolves only to addresses that are not allowed",
+                ));
+            }
+            Ok(allowed.into_iter())
+        })
+    }
+}
+
 #[derive(Clone)]
 pub struct TimedConnector {
-    inner: HttpsConnector<HttpConnector>,
+    inner: HttpsConnector<HttpConnector<GuardedResolver>>,
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -104,6 +155,8 @@ impl Write for TimedStream {
 pub struct ClientSettings {
     pub connect_timeout: Duration,
     pub http2_prior_knowledge: bool,
+    /// May connect to addresses `forbidden_address` refuses (operators' internal pools).
+    pub allow_internal: bool,
 }
 
 pub struct UpstreamClient {
@@ -113,7 +166,8 @@ pub struct UpstreamClient {
 impl UpstreamClient {
     /// Fails only if the TLS provider refuses its own default protocol versions.
     pub fn new(settings: ClientSettings) -> Result<Self, rustls::Error> {
-        let mut http = HttpConnector::new();
+        let resolver = GuardedResolver { inner: GaiResolver::new(), allow_internal: settings.allow_internal };
+        let mut http = HttpConnector::new_with_resolver(resolver);
         http.enforce_http(false);
         http.set_nodelay(true);
         http.set_connect_timeout(Some(settings.connect_timeout));
@@ -141,5 +195,20 @@ impl UpstreamClient {
 
     pub fn request(&self, req: http::Request<UpstreamBody>) -> hyper_util::client::legacy::ResponseFuture {
         self.client.request(req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_and_link_local_addresses_are_forbidden() {
+        for bad in ["169.254.169.254", "169.254.1.1", "0.0.0.0", "fe80::1", "fd00:ec2::254", "::ffff:169.254.169.254"] {
+            assert!(forbidden_address(bad.parse().unwrap()), "{bad}");
+        }
+        for good in ["127.0.0.1", "10.0.0.5", "8.8.8.8", "::1", "2001:db8::1"] {
+            assert!(!forbidden_address(good.parse().unwrap()), "{good}");
+        }
     }
 }
