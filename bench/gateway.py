@@ -1,0 +1,110 @@
+"""sluicegate serve as the benchmarks run it: everything on (auth, limits, usage accounting into
+SQLite, metrics), one core worker pinned to one CPU, bootstrapped over the admin API."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.procs import Proc, sluicegate, start, wait_for_line
+
+ADMIN_TOKEN = "bench-admin-token-0123456789"
+MODEL = "bench-model"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Gateway:
+    proc: Proc
+    url: str
+    admin: str
+    key: str
+
+    def admin_get(self, path: str, **params: Any) -> Any:
+        r = httpx.get(
+            self.admin + path,
+            params=params,
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            timeout=30,
+        )
+        r.raise_for_status()
+        return r.json()
+
+
+def toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    raise TypeError(v)
+
+
+def config(workdir: Path, sim: str, pool: dict[str, Any], workers: int) -> str:
+    data, admin = free_port(), free_port()
+    tables: list[tuple[str, dict[str, Any]]] = [
+        ("tenants", {"id": "bench", "name": "Bench"}),
+        ("providers", {"id": "sim", "kind": "openai", "base_url": f"http://{sim}/v1"}),
+        ("pools", {"id": "pool", **pool}),
+        ("routes", {"alias": MODEL, "chain": [{"pool": "pool", "model": "sim-model"}]}),
+    ]
+    lines = [
+        "[server]",
+        f'data_listen = "127.0.0.1:{data}"',
+        f'admin_listen = "127.0.0.1:{admin}"',
+        "shutdown_grace_seconds = 5",
+        'log_level = "warning"',
+        "[database]",
+        f'url = "sqlite:///{workdir}/bench.db"',
+        "[core]",
+        f"workers = {workers}",
+        "max_connections = 20000",
+    ]
+    for table, fields in tables:
+        lines.append(f"[[bootstrap.{table}]]")
+        lines.extend(f"{k} = {toml_value(v)}" for k, v in fields.items())
+    return "\n".join(lines) + "\n"
+
+
+def start_gateway(
+    workdir: Path, sim: str, cpu: int | None, pool: dict[str, Any] | None = None, workers: int = 1
+) -> Gateway:
+    pool = pool or {"members": [{"provider_id": "sim"}]}
+    conf = workdir / "sluicegate.toml"
+    conf.write_text(config(workdir, sim, pool, workers))
+    env = {
+        "SLUICEGATE_ADMIN_TOKEN": ADMIN_TOKEN,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    }
+    proc = start(
+        "gateway",
+        sluicegate("serve", "--config", str(conf)),
+        workdir,
+        cpu,
+        env={**os.environ, **env},
+    )
+    match = wait_for_line(proc, r"listening on http://(\S+) \(admin http://(\S+)\)")
+    url, admin = f"http://{match.group(1)}", f"http://{match.group(2)}"
+    created = httpx.post(
+        admin + "/v1/admin/keys",
+        json={"tenant_id": "bench", "name": "bench"},
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        timeout=30,
+    )
+    created.raise_for_status()
+    return Gateway(proc, url, admin, created.json()["key"])

@@ -1,0 +1,101 @@
+"""Processes under measurement: started pinned to a CPU, read from /proc (RSS, CPU seconds),
+stopped for sure."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Proc:
+    popen: subprocess.Popen[bytes]
+    name: str
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def rss_kib(self) -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the process and its threads."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(5)
+
+
+def pinned(cmd: list[str], cpu: int | None) -> list[str]:
+    if cpu is None or (os.cpu_count() or 1) < 2:
+        return cmd
+    return ["taskset", "-c", str(cpu), *cmd]
+
+
+def start(
+    name: str,
+    cmd: list[str],
+    workdir: Path,
+    cpu: int | None = None,
+    env: dict[str, str] | None = None,
+) -> Proc:
+    log = workdir / f"{name}.log"
+    popen = subprocess.Popen(
+        pinned(cmd, cpu),
+        stdout=open(log, "wb"),  # noqa: SIM115 - lives as long as the process
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+        cwd=workdir,
+    )
+    return Proc(popen, name, log)
+
+
+def wait_for_line(proc: Proc, pattern: str, timeout: float = 60.0) -> re.Match[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = proc.log.read_text(errors="replace")
+        match = re.search(pattern, text)
+        if match:
+            return match
+        if proc.popen.poll() is not None:
+            raise RuntimeError(f"{proc.name} exited:\n{text[-3000:]}")
+        time.sleep(0.05)
+    raise RuntimeError(f"{proc.name} did not print {pattern!r} in {timeout}s")
+
+
+def wait_http(url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{url} did not answer in {timeout}s")
+
+
+def sluicegate(*args: str) -> list[str]:
+    return [sys.executable, "-m", "sluicegate", *args]

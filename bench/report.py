@@ -1,0 +1,118 @@
+"""The Markdown comparison written next to the JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _f(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    s = results["summary"]
+    g, n, d, r = s["gateway"], s["nginx"], s["direct"], s["ratios"]
+    cpu = s["cpu_seconds_per_request"]
+    pin = results["pinning"]
+    quick = ", quick smoke run" if results["quick"] else ""
+
+    def frames(x: dict[str, Any]) -> str:
+        return f"{x['stream_multi_event_chunks']} / {x['stream_events']}"
+
+    # (figure, direct, nginx, gateway, gateway / nginx)
+    table = [
+        (
+            "non-streaming c=1, added latency p50 (ms)",
+            "-",
+            _f(n["whole_c1_added_p50_ms"], 3),
+            _f(g["whole_c1_added_p50_ms"], 3),
+            _f(r["added_p50_vs_nginx"]),
+        ),
+        (
+            "non-streaming c=1, added latency p99 (ms)",
+            "-",
+            _f(n["whole_c1_added_p99_ms"], 3),
+            _f(g["whole_c1_added_p99_ms"], 3),
+            _f(r["added_p99_vs_nginx"]),
+        ),
+        (
+            "non-streaming c=64, throughput (req/s)",
+            _f(d["whole_c64_rps"], 0),
+            _f(n["whole_c64_rps"], 0),
+            _f(g["whole_c64_rps"], 0),
+            _f(r["throughput_c64_vs_nginx"]),
+        ),
+        (
+            "streaming c=1, added TTFT p50 (ms)",
+            "-",
+            _f(n["stream_c1_added_ttft_p50_ms"], 3),
+            _f(g["stream_c1_added_ttft_p50_ms"], 3),
+            "",
+        ),
+        (
+            "streaming c=1, added TTFT p99 (ms)",
+            "-",
+            _f(n["stream_c1_added_ttft_p99_ms"], 3),
+            _f(g["stream_c1_added_ttft_p99_ms"], 3),
+            "",
+        ),
+        (
+            "streaming c=64, added TTFT p50 (ms)",
+            "-",
+            _f(n["stream_c64_added_ttft_p50_ms"], 3),
+            _f(g["stream_c64_added_ttft_p50_ms"], 3),
+            "",
+        ),
+        (
+            "streaming c=64, inter-token gap p99 (ms)",
+            "-",
+            _f(n["stream_c64_gap_p99_ms"]),
+            _f(g["stream_c64_gap_p99_ms"]),
+            "",
+        ),
+        ("chunks with more than one event / events", frames(d), frames(n), frames(g), ""),
+        (
+            "inter-token gaps of 35-45 ms (Nagle step)",
+            "-",
+            str(n["stream_gaps_35_45ms"]),
+            str(g["stream_gaps_35_45ms"]),
+            "",
+        ),
+        ("errors", "-", str(n["errors"]), str(g["errors"]), ""),
+        (
+            "CPU-seconds per request (c=64)",
+            "-",
+            _f(cpu.get("nginx"), 6),
+            _f(cpu.get("gateway"), 6),
+            "",
+        ),
+    ]
+    lines = [
+        f"# Benchmark results ({results['when']}{quick})",
+        "",
+        f"Machine: {results['machine']['cpus']} CPUs. Proxy under test on CPU {pin['proxy_cpu']}; "
+        f"simulator and load generator on CPU {pin['client_and_sim_cpu']}. The gateway is "
+        "`sluicegate serve` with auth, limits, usage accounting and metrics on, one core worker.",
+        "",
+        _row(["figure", "direct", "nginx", "gateway", "gateway / nginx"]),
+        _row(["---"] * 5),
+        *(_row(list(cells)) for cells in table),
+        "",
+        f"Idle RSS of the whole `serve` process: {results['idle_rss_kib'] / 1024:.1f} MiB.",
+    ]
+    mem = results.get("memory")
+    if mem:
+        lines += ["", _row(["open streams", "serve RSS (MiB)"]), _row(["---"] * 2)]
+        lines += [_row([str(p["streams"]), f"{p['rss_kib'] / 1024:.1f}"]) for p in mem["points"]]
+        per = mem["bytes_per_additional_stream"]
+        per_kib = per / 1024 if per is not None else None
+        lines += ["", f"RSS per additional open stream: {_f(per_kib, 1)} KiB."]
+    return "\n".join(lines) + "\n"

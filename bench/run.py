@@ -1,0 +1,111 @@
+"""`make bench`: the simulator, nginx and the gateway measured in one run, written to
+bench/results/ as JSON and Markdown. `--quick` shortens every phase (a smoke run, not figures)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import compare, memory, report
+from bench.gateway import free_port, start_gateway
+from bench.nginx import start_nginx
+from bench.procs import ROOT, sluicegate, start, wait_for_line
+
+RESULTS = ROOT / "bench" / "results"
+
+
+def cpus() -> tuple[int | None, int | None]:
+    """Proxy under test on CPU 1; simulator and load generator on CPU 0 (when there are two)."""
+    if len(os.sched_getaffinity(0)) >= 2:
+        return 1, 0
+    return None, None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="short phases: a smoke run")
+    parser.add_argument("--skip-memory", action="store_true")
+    args = parser.parse_args()
+    seconds = 3 if args.quick else 10
+    levels = [200, 400] if args.quick else [1000, 2000, 5000, 10000]
+    proxy_cpu, client_cpu = cpus()
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as tmp:
+        workdir = Path(tmp)
+        sim = start(
+            "sim",
+            sluicegate("sim", "--port", "0", "--ttft-ms", "0", "--itl-ms", "0", "--workers", "1"),
+            workdir,
+            client_cpu,
+        )
+        sim_address = wait_for_line(sim, r"listening on http://(\S+)").group(1)
+        nginx_port = free_port()
+        nginx = start_nginx(workdir, sim_address, nginx_port, proxy_cpu)
+        gateway = start_gateway(workdir, sim_address, proxy_cpu)
+        procs = [sim, nginx, gateway.proc]
+        try:
+            time.sleep(1.0)
+            idle_rss = gateway.proc.rss_kib()
+            data = compare.run(
+                workdir, sim_address, f"127.0.0.1:{nginx_port}", gateway, nginx, seconds, client_cpu
+            )
+            results: dict[str, Any] = {
+                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+                "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+                "pinning": {"proxy_cpu": proxy_cpu, "client_and_sim_cpu": client_cpu},
+                "quick": args.quick,
+                "idle_rss_kib": idle_rss,
+                "summary": compare.summary(data),
+                "reports": data["reports"],
+            }
+        finally:
+            for p in procs:
+                p.stop()
+        if not args.skip_memory:
+            members = [{"provider_id": "sim", "http2": True}]
+            held = start_gateway(
+                workdir,
+                sim_address_for_memory(workdir, client_cpu),
+                proxy_cpu,
+                pool={"members": members},
+            )
+            try:
+                results["memory"] = memory.measure(workdir, held, levels, client_cpu)
+            finally:
+                held.proc.stop()
+                stop_memory_sim()
+    results["seconds"] = round(time.time() - started, 1)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    name = "quick" if args.quick else "latest"
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2))
+    (RESULTS / f"{name}.md").write_text(report.markdown(results))
+    print(report.markdown(results))
+    print(f"[bench] written to {RESULTS}/{name}.json and .md in {results['seconds']} s")
+    return 0
+
+
+_memory_sim: list[Any] = []
+
+
+def sim_address_for_memory(workdir: Path, cpu: int | None) -> str:
+    sim = start("sim-h2", sluicegate("sim", "--port", "0", "--workers", "1"), workdir, cpu)
+    _memory_sim.append(sim)
+    return wait_for_line(sim, r"listening on http://(\S+)").group(1)
+
+
+def stop_memory_sim() -> None:
+    while _memory_sim:
+        _memory_sim.pop().stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
