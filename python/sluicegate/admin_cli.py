@@ -706,10 +706,11 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-# The last reading is taken this long before the drill's end, so that no request served after
-# the target is back counts as served during the drill; the end is recorded this long after it.
+# The last reading is taken this long before the drill's end (counted from just before it was
+# asked for), so that no request served after the target is back counts as served during the
+# drill; its end is recorded this long after it (counted from the answer that started it).
 READ_MARGIN_S = 0.2
-END_MARGIN_S = 0.3
+END_MARGIN_S = 0.1
 
 
 def _watch(
@@ -733,11 +734,14 @@ def _watch(
 
 
 @contextlib.contextmanager
-def _signals_ignored() -> Iterator[None]:
-    """While the drill is being ended, a second Ctrl-C (or SIGTERM) may not cut that short."""
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+def _signals_deferred() -> Iterator[list[int]]:
+    """Ctrl-C and SIGTERM are noted, not acted on, while a drill is being started or ended (a
+    drill started must be seen through to its end); the list holds the signals that came."""
+    came: list[int] = []
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda signum, frame: came.append(signum)) for sig in sigs}
     try:
-        yield
+        yield came
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -756,6 +760,9 @@ def run_drill(args: argparse.Namespace) -> int:
     previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return _drill(api, args)
+    except KeyboardInterrupt:  # before any drill started
+        print("sluicegate drill: interrupted; no drill was started", file=sys.stderr)
+        return 130
     except CliError as e:
         print(f"sluicegate drill: {e}", file=sys.stderr)
         return 1
@@ -775,8 +782,10 @@ def _drill(api: Api, args: argparse.Namespace) -> int:
         body["reason"] = args.reason
     if args.allow_outage:
         body["allow_outage"] = True
-    t0 = time.monotonic()  # before the core starts the drill: its end is after t0 + seconds
-    drill = api.call("POST", "/v1/admin/drills", body)
+    t0 = time.monotonic()  # the core's drill starts after t0 ...
+    with _signals_deferred() as came:
+        drill = api.call("POST", "/v1/admin/drills", body)
+    t1 = time.monotonic()  # ... and before t1
     if drill["member"]:
         what = f"member {drill['member']} of pool {drill['pool']}"
     else:
@@ -786,25 +795,26 @@ def _drill(api: Api, args: argparse.Namespace) -> int:
         f"(until {drill['ends_at']}); Ctrl-C ends it early",
         flush=True,
     )
-    interrupted = failed = False
+    interrupted, failed = bool(came), False
     first: Reading | None = None
     last: Reading | None = None
     try:
         first = last = _reading(api, drill["id"])
-        last, interrupted = _watch(api, drill["id"], t0, args.seconds, first)
+        if not interrupted:
+            last, interrupted = _watch(api, drill["id"], t0, args.seconds, first)
     except KeyboardInterrupt:
         interrupted = True
     except (CliError, httpx.HTTPError) as e:
         print(f"sluicegate drill: reading the traffic failed: {e}", file=sys.stderr)
         failed = True
     # Whatever happened above, the target goes back in.
-    with _signals_ignored():
+    with _signals_deferred():
         if interrupted and first is not None:
             with contextlib.suppress(CliError, httpx.HTTPError):
                 last = _reading(api, drill["id"])
         elif not failed:
             # The time is up: the core lets the target back in by itself; record the end.
-            time.sleep(max(0.0, t0 + args.seconds + END_MARGIN_S - time.monotonic()))
+            time.sleep(max(0.0, t1 + args.seconds + END_MARGIN_S - time.monotonic()))
         try:
             ended = api.call("DELETE", f"/v1/admin/drills/{drill['id']}")
         except (CliError, httpx.HTTPError) as e:

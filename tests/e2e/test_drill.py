@@ -121,6 +121,15 @@ def test_drill_command_end_to_end(
     assert "member sim-a of pool primary out of route chat" in lines[0]
     assert "ended early (interrupted)" in cut_out
 
+    refused = drill(admin, token, "--route", "chat", "--eject", "nobody", "--for", "3s")
+    _, refused_err = refused.communicate(timeout=30)
+    assert refused.returncode == 1
+    assert "no pool of route 'chat' (primary, backup) has a member 'nobody'" in refused_err
+    too_long = drill(admin, token, "--route", "chat", "--pool", "backup", "--for", "25h")
+    _, too_long_err = too_long.communicate(timeout=30)
+    assert too_long.returncode == 1
+    assert "HTTP 422 validation_error" in too_long_err and "seconds:" in too_long_err
+
     drills = httpx.get(
         f"http://{admin}/v1/admin/drills", headers={"Authorization": f"Bearer {token}"}
     ).json()["items"]
