@@ -149,6 +149,8 @@ def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -
                     "weight": m.weight,
                     "max_concurrency": m.max_concurrency,
                     "http2": m.http2,
+                    # The core's connect-time guard lets link-local addresses through only then.
+                    "internal": provider.internal,
                 }
             )
         timeouts = {

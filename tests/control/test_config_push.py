@@ -116,6 +116,7 @@ def test_the_snapshot_matches_what_the_core_accepts(
         "weight": 1,
         "max_concurrency": None,
         "http2": False,
+        "internal": False,
     }
     key = payload["keys"][0]
     assert set(key) == {

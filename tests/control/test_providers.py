@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import sqlalchemy as sa
 
 from control.crypto import fingerprint
@@ -69,10 +71,16 @@ def test_the_data_port_is_refused_once_listening(harness_factory: object) -> Non
     assert response.status_code == 422 and "own listener" in error_fields(response)["base_url"]
 
 
-def test_internal_providers_may_use_internal_addresses(admin: Api) -> None:
+def test_internal_providers_may_use_internal_addresses(harness: Harness, admin: Api) -> None:
     for i, url in enumerate(["http://169.254.10.20:8000/v1", "http://127.0.0.1:18081/v1"]):
         created = admin.create_provider(id=f"int{i}", base_url=url, internal=True)
         assert created["internal"] is True
+    # The core checks resolved addresses when it connects: it is told which members may be
+    # internal.
+    admin.create_pool(id="inside", members=[{"provider_id": "int0"}])
+    with harness.ctx.sessions() as session:
+        payload = json.loads(harness.ctx.mutator.snapshot(session).payload)
+    assert payload["pools"][0]["members"][0]["internal"] is True
     # Metadata endpoints stay refused even for internal providers.
     response = admin.post(
         "/v1/admin/providers",
