@@ -205,9 +205,9 @@ impl Core {
     }
 
     /// Windowed figures per pool and route, with limits and member health (JSON).
-    pub fn status_json(&self) -> String {
+    pub fn status_json(&self, specs: &[crate::stats::WindowSpec]) -> String {
         match self.shared.config.load_full() {
-            Some(snapshot) => crate::stats::status_json(&snapshot, crate::clock::unix_now() as u64),
+            Some(snapshot) => crate::stats::status_json(&snapshot, crate::clock::unix_now() as u64, specs),
             None => r#"{"now":0,"config_version":0,"pools":[],"routes":[]}"#.into(),
         }
     }

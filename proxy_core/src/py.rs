@@ -157,11 +157,28 @@ impl PyCore {
         self.inner.drill_pool(pool, length).map_err(pyo3::exceptions::PyValueError::new_err)
     }
 
-    /// Windowed figures (1m, 5m, 1h, prev_5m) per pool and route, with limits and member
-    /// health, as JSON: what `sluicegate status` and the doctor read.
-    fn status_snapshot(&self, py: Python<'_>) -> String {
+    /// Windowed figures per pool and route, with limits and member health, as JSON: what
+    /// `sluicegate status` and the doctor read. `windows` is a list of (name, seconds, ends
+    /// seconds ago); the default is 1m, 5m, 1h and prev_5m (the five minutes before the last one).
+    #[pyo3(signature = (windows=None))]
+    fn status_snapshot(&self, py: Python<'_>, windows: Option<Vec<(String, u64, u64)>>) -> PyResult<String> {
+        let specs = match windows {
+            None => crate::stats::default_windows(),
+            Some(list) => {
+                let mut specs = Vec::with_capacity(list.len());
+                for (name, seconds, ends_ago) in list {
+                    if seconds == 0 || seconds > 3600 || ends_ago > 3600 {
+                        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                            "window {name:?}: seconds must be 1..3600 and end at most 3600 s ago"
+                        )));
+                    }
+                    specs.push(crate::stats::WindowSpec { name, seconds, ends_ago });
+                }
+                specs
+            }
+        };
         let core = self.inner.clone();
-        py.detach(move || core.status_json())
+        Ok(py.detach(move || core.status_json(&specs)))
     }
 
     /// Every metric as JSON: {"families": [{name, type, help, labels, samples}]}.

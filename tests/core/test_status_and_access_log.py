@@ -87,3 +87,20 @@ def test_the_access_log_has_a_line_per_request_and_no_secret(sim_factory, tmp_pa
         and "upstream-canary-secret" not in text
         and "sk-sg-wrong" not in text
     )
+
+
+def test_status_windows_can_be_chosen(sim_factory, gateway_factory) -> None:
+    import pytest
+
+    sim = sim_factory("--ttft-ms", "1", "--itl-ms", "1")
+    cfg = ConfigBuilder().tenant("t")
+    key = cfg.key("k", "t")
+    cfg.pool("p", [member("m", sim.address)]).route("chat", ("p", "sim"))
+    gw = gateway_factory(cfg)
+    httpx.post(gw.url + CHAT, json={"model": "chat", "max_tokens": 1}, headers=key.headers)
+    status = json.loads(gw.core.status_snapshot([("last20s", 20, 0), ("before", 30, 20)]))
+    windows = status["pools"][0]["windows"]
+    assert set(windows) == {"last20s", "before"}
+    assert windows["last20s"]["requests"] == 1 and windows["before"]["requests"] == 0
+    with pytest.raises(ValueError, match="seconds must be"):
+        gw.core.status_snapshot([("bad", 0, 0)])

@@ -129,8 +129,11 @@ impl Simulator {
         });
         let listen = format!("{}:{}", args.host, args.port);
         let served = Served::start(args.workers, "sluicegate-sim", &listen, move |listener, stop| {
-            let settings =
-                ConnSettings { max_connections: 100_000, h2_max_concurrent_streams: 100_000, ..ConnSettings::default() };
+            let settings = ConnSettings {
+                max_connections: 100_000,
+                h2_max_concurrent_streams: 100_000,
+                ..ConnSettings::default()
+            };
             let counters = Arc::new(ConnCounters::default());
             let handler = move |req| handler::handle(state.clone(), req);
             server::serve(listener, settings, counters, handler, stop)

@@ -7,5 +7,5 @@ mod status;
 mod window;
 
 pub use hist::{LogHist, Quantiles};
-pub use status::{sample_load, status_json};
+pub use status::{default_windows, sample_load, status_json, WindowSpec};
 pub use window::{Observation, WindowStats, Windows, SLOT_SECONDS};

@@ -12,12 +12,26 @@ use super::window::{WindowStats, Windows};
 use crate::config::{Priority, Snapshot};
 use crate::proxy::Shared;
 
-/// Window name → (length, how far back it ends). `prev_5m` is the five minutes before the last
-/// minute: what "moving with traffic" is measured against.
-const WINDOWS: [(&str, u64, u64); 4] = [("1m", 60, 0), ("5m", 300, 0), ("1h", 3600, 0), ("prev_5m", 300, 60)];
+/// A window to report: its name, its length, and how far back from now it ends (all seconds,
+/// rounded to the 10-second slots).
+#[derive(Debug, Clone)]
+pub struct WindowSpec {
+    pub name: String,
+    pub seconds: u64,
+    pub ends_ago: u64,
+}
 
-fn windows(w: &Windows, now: u64) -> BTreeMap<&'static str, WindowStats> {
-    WINDOWS.iter().map(|(name, seconds, skip)| (*name, w.stats(now, *seconds, *skip))).collect()
+/// The default windows. `prev_5m` is the five minutes before the last minute: what "moving with
+/// traffic" is measured against.
+pub fn default_windows() -> Vec<WindowSpec> {
+    [("1m", 60, 0), ("5m", 300, 0), ("1h", 3600, 0), ("prev_5m", 300, 60)]
+        .into_iter()
+        .map(|(name, seconds, ends_ago)| WindowSpec { name: name.into(), seconds, ends_ago })
+        .collect()
+}
+
+fn windows(w: &Windows, now: u64, specs: &[WindowSpec]) -> BTreeMap<String, WindowStats> {
+    specs.iter().map(|spec| (spec.name.clone(), w.stats(now, spec.seconds, spec.ends_ago))).collect()
 }
 
 #[derive(Serialize)]
@@ -39,14 +53,14 @@ struct PoolStatus {
     queue_limit: BTreeMap<&'static str, usize>,
     drilled: bool,
     members: Vec<MemberStatus>,
-    windows: BTreeMap<&'static str, WindowStats>,
+    windows: BTreeMap<String, WindowStats>,
 }
 
 #[derive(Serialize)]
 struct RouteStatus {
     alias: String,
     chain: Vec<String>,
-    windows: BTreeMap<&'static str, WindowStats>,
+    windows: BTreeMap<String, WindowStats>,
 }
 
 #[derive(Serialize)]
@@ -67,7 +81,7 @@ fn state_name(code: u8) -> &'static str {
     }
 }
 
-pub fn status_json(snapshot: &Snapshot, now: u64) -> String {
+pub fn status_json(snapshot: &Snapshot, now: u64, specs: &[WindowSpec]) -> String {
     let mut pools: Vec<PoolStatus> = snapshot
         .pools
         .values()
@@ -92,7 +106,7 @@ pub fn status_json(snapshot: &Snapshot, now: u64) -> String {
                         ttfb_ewma_ms: m.state.ttfb_ewma().as_secs_f64() * 1000.0,
                     })
                     .collect(),
-                windows: windows(&pool.state.windows, now),
+                windows: windows(&pool.state.windows, now, specs),
             }
         })
         .collect();
@@ -103,7 +117,7 @@ pub fn status_json(snapshot: &Snapshot, now: u64) -> String {
         .map(|r| RouteStatus {
             alias: r.alias.to_string(),
             chain: r.chain.iter().map(|leg| leg.pool.id.to_string()).collect(),
-            windows: windows(&r.windows, now),
+            windows: windows(&r.windows, now, specs),
         })
         .collect();
     routes.sort_by(|a, b| a.alias.cmp(&b.alias));
