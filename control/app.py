@@ -2,11 +2,12 @@
 
 The lifespan prepares the context (database, secrets, first snapshot) unless one is handed in
 (`sluicegate serve` prepares it before it starts the data listener), then runs the usage drainer
-and flushes it once more on the way out.
+(flushed once more on the way out) and the drill closer.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -17,6 +18,7 @@ from control.audit.router import router as audit_router
 from control.config_api import router as config_router
 from control.context import ControlContext
 from control.core_bridge import CoreBridge
+from control.drills.closer import DrillCloser
 from control.drills.router import router as drills_router
 from control.errors import install_error_handlers
 from control.health import router as health_router
@@ -82,9 +84,17 @@ def create_app(
             timeout_ms=settings.usage.drain_timeout_ms,
         )
         core_bridge.start_drainer(drainer)
+        closer_stop = threading.Event()
+        closer = threading.Thread(
+            target=DrillCloser(ctx).run, args=(closer_stop,), name="sluicegate-drills", daemon=True
+        )
+        closer.start()
         try:
             yield
         finally:
+            closer_stop.set()
+            ctx.drills_changed.set()
+            await run_in_threadpool(closer.join)
             await run_in_threadpool(core_bridge.stop_drainer)
             if context is None:
                 ctx.engine.dispose()

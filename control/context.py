@@ -30,6 +30,8 @@ class ControlContext:
     shutting_down: threading.Event = field(default_factory=threading.Event)
     # The admin listener's bound port once known (the configured one may be 0).
     admin_port: int | None = None
+    # Set when a drill starts: the drill closer recomputes when it next has an end to record.
+    drills_changed: threading.Event = field(default_factory=threading.Event)
 
     def own_endpoints(self) -> set[HostPort]:
         """The gateway's own listeners: upstreams may not point back at them."""

@@ -178,6 +178,7 @@ def start(ctx: ControlContext, caller: Caller, data: DrillCreate) -> DrillOut:
         m.session.add(drill)
         m.record("drill.start", "drill", drill.id, _summary(drill))
         _tell_core(ctx, m, target, float(data.seconds), undo_seconds=0.0)
+    ctx.drills_changed.set()  # the closer's next wake-up may be this drill's end
     return to_out(drill, now)
 
 
@@ -189,11 +190,11 @@ def end(ctx: ControlContext, caller: Caller, drill_id: str) -> DrillOut:
         drill = get_row(m.session, caller, drill_id)
         if drill.ended_at is not None:
             return to_out(drill)
-        _end(ctx, m, drill, caller)
+        record_end(ctx, m, drill, caller)
     return to_out(drill)
 
 
-def _end(
+def record_end(
     ctx: ControlContext,
     m: Mutation,
     drill: Drill,
@@ -227,7 +228,7 @@ def end_with_target(
         if drill.pool_id != pool_id:
             continue
         if members is None or drill.member_id in members:
-            _end(ctx, m, drill, m.caller, reason=reason)
+            record_end(ctx, m, drill, m.caller, reason=reason)
 
 
 def _tell_core(
@@ -268,7 +269,7 @@ def _end_gone(ctx: ControlContext, drill_ids: Iterable[str]) -> None:
         with ctx.mutator.mutate(SYSTEM, affects_core=False) as m:
             drill = repository.get(m.session, drill_id)
             if drill is not None and drill.ended_at is None:
-                _end(
+                record_end(
                     ctx,
                     m,
                     drill,

@@ -8,12 +8,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
 import sqlalchemy as sa
 
+from control.drills.closer import DrillCloser
+from control.drills.models import Drill
+from control.timeutil import utcnow
 from tests.control.helpers import Api, Harness, error_fields
 from tests.support.procs import Proc, start_sim
 
@@ -339,3 +343,31 @@ def test_a_member_drill_keeps_its_pool_serving(gateway: tuple[Harness, str]) -> 
     }
     after = admin.get(f"/v1/admin/drills/{drill['id']}/traffic").json()
     assert {u["state"] for u in after["upstreams"]} == {"ready"}
+
+
+def test_drills_that_ran_their_course_are_recorded_as_ended(harness: Harness, admin: Api) -> None:
+    _topology(admin)
+    first = admin.post("/v1/admin/drills", {"pool": "primary", "seconds": 30}).json()
+    later = admin.post(
+        "/v1/admin/drills", {"pool": "primary", "member": "sim-a", "seconds": 45}
+    ).json()
+    closer = DrillCloser(harness.ctx)
+    assert 28 < closer.close_due() <= 30.2  # it sleeps until the first end
+    assert admin.get("/v1/admin/audit", action="drill.end").json()["items"] == []
+    # Time passes (the database is told so): the first drill's end is due.
+    with harness.ctx.sessions() as session:
+        drill = session.get(Drill, first["id"])
+        assert drill is not None
+        drill.ends_at = utcnow() - timedelta(seconds=1)
+        session.commit()
+    assert 43 < closer.close_due() <= 45.2  # recorded; next: the other drill's end
+    ended = admin.get(f"/v1/admin/drills/{first['id']}").json()
+    assert ended["state"] == "ended" and ended["ended_by"] is None
+    closer.close_due()  # recorded once
+    ends = admin.get("/v1/admin/audit", action="drill.end").json()["items"]
+    assert [(e["resource_id"], e["actor_role"], e["summary"]["early"]) for e in ends] == [
+        (first["id"], "system", False)
+    ]
+    # Ending it again through the API changes nothing; the other drill still runs.
+    assert admin.delete(f"/v1/admin/drills/{first['id']}").json() == ended
+    assert admin.get(f"/v1/admin/drills/{later['id']}").json()["state"] == "active"
