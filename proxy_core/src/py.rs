@@ -290,6 +290,13 @@ fn run_bench(py: Python<'_>, args: Vec<String>) -> PyResult<(String, String)> {
     }
 }
 
+/// The defaults the core applies to pool policies left out of a snapshot (JSON: timeouts,
+/// admission, retry, ejection, health_check).
+#[pyfunction]
+fn config_defaults() -> String {
+    crate::config::defaults_json()
+}
+
 /// A new tenant API key (shown once; store only its hash).
 #[pyfunction]
 fn generate_api_key() -> PyResult<String> {
@@ -334,6 +341,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCore>()?;
     m.add_class::<PySimulator>()?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
+    m.add_function(wrap_pyfunction!(config_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(generate_api_key, m)?)?;
     m.add_function(wrap_pyfunction!(hash_api_key, m)?)?;
     m.add_function(wrap_pyfunction!(is_well_formed_api_key, m)?)?;

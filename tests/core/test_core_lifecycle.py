@@ -119,3 +119,12 @@ def test_link_local_and_metadata_upstreams_need_the_internal_flag() -> None:
         allowed = ConfigBuilder().tenant("t")
         allowed.pool("p", [member("m", address, internal=True)]).route("alias", ("p", "up"))
         assert core.apply_config(1, allowed.payload()) == 1
+
+
+def test_config_defaults_are_what_an_empty_pool_policy_means() -> None:
+    defaults = json.loads(_core.config_defaults())
+    assert set(defaults) == {"timeouts", "admission", "retry", "ejection", "health_check"}
+    # Sending the defaults explicitly is the same as leaving them out: the core accepts both.
+    cfg = minimal_config()
+    cfg.pools[0].update({k: v for k, v in defaults.items()})
+    assert _core.Core().apply_config(1, cfg.payload()) == 1

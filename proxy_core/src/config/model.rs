@@ -208,7 +208,7 @@ fn default_weight() -> u32 {
     1
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Timeouts {
     #[serde(default = "default_connect_ms")]
@@ -266,7 +266,7 @@ pub struct PoolConfig {
 }
 
 /// When and how an attempt that failed before the client saw a byte is tried again.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetryConfig {
     /// Attempts per request, the first included (1 = no retries).
@@ -330,7 +330,7 @@ impl Default for RetryConfig {
 }
 
 /// Outlier ejection: members that keep failing are taken out, for longer each time.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct EjectionConfig {
     /// Consecutive upstream-origin failures that eject a member (0 = never eject).
@@ -373,7 +373,7 @@ impl Default for EjectionConfig {
 }
 
 /// Periodic GET of `path` (relative to the member's base URL) with the member's credential.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct HealthCheckConfig {
     #[serde(default = "HealthCheckConfig::default_path")]
@@ -385,6 +385,17 @@ pub struct HealthCheckConfig {
     /// Consecutive failed checks that take a member out.
     #[serde(default = "HealthCheckConfig::default_unhealthy_after")]
     pub unhealthy_after: u32,
+}
+
+impl Default for HealthCheckConfig {
+    fn default() -> Self {
+        Self {
+            path: Self::default_path(),
+            interval_ms: Self::default_interval_ms(),
+            timeout_ms: Self::default_timeout_ms(),
+            unhealthy_after: Self::default_unhealthy_after(),
+        }
+    }
 }
 
 impl HealthCheckConfig {
@@ -402,7 +413,7 @@ impl HealthCheckConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LaneConfig {
     /// Requests that may wait in this lane; one more is refused at once (503).
@@ -414,7 +425,7 @@ pub struct LaneConfig {
 }
 
 /// Per-pool admission: slots at the upstreams and the lanes that wait for them.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdmissionConfig {
     /// Requests at the pool's upstreams at once. Unset: the sum of the members'
@@ -493,4 +504,17 @@ pub struct RouteConfig {
     pub chain: Vec<RouteTarget>,
     /// Largest `max_tokens` the model accepts; used to clamp token estimates.
     pub max_output_tokens: Option<u64>,
+}
+
+/// The defaults the core applies to every pool policy left out of a snapshot, as JSON: the one
+/// place the control plane reads them from.
+pub fn defaults_json() -> String {
+    serde_json::json!({
+        "timeouts": Timeouts::default(),
+        "admission": AdmissionConfig::default(),
+        "retry": RetryConfig::default(),
+        "ejection": EjectionConfig::default(),
+        "health_check": HealthCheckConfig::default(),
+    })
+    .to_string()
 }
