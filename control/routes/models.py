@@ -15,6 +15,9 @@ class Route(Base):
 
     alias: Mapped[str] = mapped_column(String(200), primary_key=True)
     max_output_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    # The route's latency objective (P95 of time to first token), read by the doctor; not sent
+    # to the core.
+    slo_ttft_p95_ms: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

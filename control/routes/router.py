@@ -34,7 +34,7 @@ def get_route(alias: str, caller: CallerDep, session: SessionDep) -> RouteOut:
     return service.get(session, caller, alias)
 
 
-@router.patch("/{alias:path}", summary="Change a route's chain or max_output_tokens")
+@router.patch("/{alias:path}", summary="Change a route's chain, max_output_tokens or SLO")
 def update_route(alias: str, body: RouteUpdate, caller: CallerDep, ctx: ContextDep) -> RouteOut:
     return service.update(ctx, caller, alias, body)
 

@@ -14,6 +14,16 @@ MaxOutput = Annotated[
     int, Field(ge=1, le=100_000_000, description="Largest max_tokens the model accepts")
 ]
 
+SloTtftP95 = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=3_600_000,
+        description="Objective for the P95 of time to first token, in ms; the doctor compares "
+        "the route's P95 with it (control plane only, not sent to the data plane)",
+    ),
+]
+
 
 class Target(Strict):
     pool: Slug
@@ -30,13 +40,16 @@ class RouteCreate(Strict):
     alias: ModelName = Field(description="The model name clients ask for")
     chain: Chain
     max_output_tokens: MaxOutput | None = None
+    slo_ttft_p95_ms: SloTtftP95 | None = None
 
 
 class RouteUpdate(Strict):
-    """`chain`, when sent, replaces the whole chain; `max_output_tokens: null` clears it."""
+    """`chain`, when sent, replaces the whole chain; `max_output_tokens: null` and
+    `slo_ttft_p95_ms: null` clear them."""
 
     chain: Chain | None = None
     max_output_tokens: MaxOutput | None = None
+    slo_ttft_p95_ms: SloTtftP95 | None = None
 
     @field_validator("chain")
     @classmethod
@@ -53,5 +66,6 @@ class RouteOut(BaseModel):
     alias: str
     chain: list[TargetOut]
     max_output_tokens: int | None
+    slo_ttft_p95_ms: int | None
     created_at: datetime
     updated_at: datetime

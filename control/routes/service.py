@@ -23,6 +23,7 @@ def to_out(route: Route) -> RouteOut:
         alias=route.alias,
         chain=[TargetOut(pool=t.pool_id, model=t.model) for t in route.chain],
         max_output_tokens=route.max_output_tokens,
+        slo_ttft_p95_ms=route.slo_ttft_p95_ms,
         created_at=route.created_at,
         updated_at=route.updated_at,
     )
@@ -73,6 +74,7 @@ def create(ctx: ControlContext, caller: Caller, data: RouteCreate) -> RouteOut:
         route = Route(
             alias=data.alias,
             max_output_tokens=data.max_output_tokens,
+            slo_ttft_p95_ms=data.slo_ttft_p95_ms,
             chain=_chain(m.session, data.chain),
             created_at=now,
             updated_at=now,
@@ -84,7 +86,10 @@ def create(ctx: ControlContext, caller: Caller, data: RouteCreate) -> RouteOut:
 
 def update(ctx: ControlContext, caller: Caller, alias: str, data: RouteUpdate) -> RouteOut:
     caller.require_admin()
-    with ctx.mutator.mutate(caller, subject=("route", alias)) as m:
+    sent = data.model_fields_set
+    # The SLO lives in the control plane only: a change of it alone pushes no snapshot.
+    affects_core = data.chain is not None or "max_output_tokens" in sent
+    with ctx.mutator.mutate(caller, subject=("route", alias), affects_core=affects_core) as m:
         route = repository.get(m.session, alias)
         if route is None:
             raise NotFound("route not found")
@@ -97,9 +102,10 @@ def update(ctx: ControlContext, caller: Caller, alias: str, data: RouteUpdate) -
                 m.session.flush()
                 route.chain.extend(chain)
                 summary["chain"] = _chain_summary(data.chain)
-        sent = data.model_fields_set
         if "max_output_tokens" in sent and data.max_output_tokens != route.max_output_tokens:
             route.max_output_tokens = summary["max_output_tokens"] = data.max_output_tokens
+        if "slo_ttft_p95_ms" in sent and data.slo_ttft_p95_ms != route.slo_ttft_p95_ms:
+            route.slo_ttft_p95_ms = summary["slo_ttft_p95_ms"] = data.slo_ttft_p95_ms
         if summary:
             route.updated_at = utcnow()
             m.record("route.update", "route", alias, summary)

@@ -290,8 +290,16 @@ def pools_show(a: argparse.Namespace) -> Any:
 
 def routes_create(a: argparse.Namespace) -> Any:
     body: dict[str, Any] = {"alias": a.alias, "chain": a.target}
-    _set(body, a, "max_output_tokens")
+    _set(body, a, "max_output_tokens", "slo_ttft_p95_ms")
     return "POST", "/v1/admin/routes", body, {}
+
+
+def routes_update(a: argparse.Namespace) -> Any:
+    body: dict[str, Any] = {}
+    if a.target is not None:
+        body["chain"] = a.target
+    _set(body, a, "max_output_tokens", "slo_ttft_p95_ms")
+    return "PATCH", f"/v1/admin/routes/{a.alias}", body, {}
 
 
 def routes_list(a: argparse.Namespace) -> Any:
@@ -365,6 +373,8 @@ def _limits(p: argparse.ArgumentParser) -> None:
         help="tokens at once (bucket size; 'none': the tpm)",
     )
 
+
+_SLO_HELP = "objective for the P95 of time to first token, read by `sluicegate doctor`"
 
 _METAVARS: dict[Callable[[str], Any], str] = {float: "X", word_list: "A,B", str: "PATH"}
 
@@ -497,7 +507,7 @@ def add_admin_commands(sub: Any) -> None:
     _page(p)
     _command(po, "show", pools_show, conn, "show a pool").add_argument("id")
 
-    routes = sub.add_parser("routes", help="create, list and show routes")
+    routes = sub.add_parser("routes", help="create, update, list and show routes")
     ro = routes.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = _command(ro, "create", routes_create, conn, "route a model alias to pools")
     p.add_argument("--alias", required=True, help="the model name clients ask for")
@@ -510,6 +520,20 @@ def add_admin_commands(sub: Any) -> None:
         help="repeat for fallbacks, in order",
     )
     p.add_argument("--max-output-tokens", type=int, default=_UNSET)
+    p.add_argument("--slo-ttft-p95-ms", type=int, default=_UNSET, help=_SLO_HELP)
+    p = _command(ro, "update", routes_update, conn, "change a route's chain, limits or SLO")
+    p.add_argument("alias")
+    p.add_argument(
+        "--target",
+        type=target_spec,
+        action="append",
+        metavar="POOL:MODEL",
+        help="repeat for fallbacks, in order; replaces the whole chain",
+    )
+    p.add_argument("--max-output-tokens", type=optional_int, default=_UNSET, help="'none' clears")
+    p.add_argument(
+        "--slo-ttft-p95-ms", type=optional_int, default=_UNSET, help=_SLO_HELP + "; 'none' clears"
+    )
     p = _command(ro, "list", routes_list, conn, "list routes")
     p.add_argument("--pool")
     _page(p)
