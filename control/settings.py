@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from control.db import DEFAULT_URL
+from control.diagnosis.settings import DoctorSettings
 from control.errors import StartupError, validation_fields
 from control.listen import HostPort
 from control.pools.schemas import PoolCreate
@@ -109,6 +110,7 @@ class Settings(Section):
     core: CoreSettings = Field(default_factory=lambda: CoreSettings())
     usage: UsageSettings = Field(default_factory=lambda: UsageSettings())
     bootstrap: BootstrapSettings = Field(default_factory=lambda: BootstrapSettings())
+    doctor: DoctorSettings = Field(default_factory=lambda: DoctorSettings())
 
 
 # Environment variable -> (section, field). Every scalar option has one.
@@ -131,6 +133,10 @@ ENV: dict[str, tuple[str, str]] = {
     "SLUICEGATE_CORE_USAGE_BACKLOG_LIMIT": ("core", "usage_backlog_limit"),
     "SLUICEGATE_USAGE_DRAIN_BATCH": ("usage", "drain_batch"),
     "SLUICEGATE_USAGE_DRAIN_TIMEOUT_MS": ("usage", "drain_timeout_ms"),
+    **{
+        f"SLUICEGATE_DOCTOR_{name.upper()}": ("doctor", name)
+        for name in DoctorSettings.model_fields
+    },
 }
 
 
