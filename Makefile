@@ -47,7 +47,7 @@ test-python: build-dev
 test: lint test-rust test-python
 
 bench: build-release
-	$(PYTHON) bench/run.py
+	$(PYTHON) -m bench.run
 
 clean:
 	rm -rf $(VENV) target python/sluicegate/*.so

@@ -108,6 +108,13 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"Idle RSS of the whole `serve` process: {results['idle_rss_kib'] / 1024:.1f} MiB.",
     ]
+    cal = results.get("calibration")
+    if cal:
+        configured = (
+            f"TTFT {cal['configured_ttft_ms']:.0f} ms, gap {cal['configured_itl_ms']:.0f} ms"
+        )
+        measured = f"TTFT p50 {cal['ttft_overhead_p50_ms']:+.3f} ms, gap p50 {cal['gap_overhead_p50_ms']:+.3f} ms"
+        lines += ["", f"Load generator overhead (simulator set to {configured}): {measured}."]
     mem = results.get("memory")
     if mem:
         lines += ["", _row(["open streams", "serve RSS (MiB)"]), _row(["---"] * 2)]

@@ -1,5 +1,6 @@
-"""`make bench`: the simulator, nginx and the gateway measured in one run, written to
-bench/results/ as JSON and Markdown. `--quick` shortens every phase (a smoke run, not figures)."""
+"""`make bench` (`python -m bench.run`): the simulator, nginx and the gateway measured in one
+run, written to bench/results/ as JSON and Markdown. `--quick` shortens every phase (a smoke
+run, not figures)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench import compare, memory, report
+from bench import calibration, compare, memory, report
 from bench.gateway import free_port, start_gateway
 from bench.nginx import start_nginx
 from bench.procs import ROOT, sluicegate, start, wait_for_line
@@ -41,6 +40,7 @@ def main() -> int:
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as tmp:
         workdir = Path(tmp)
+        results_calibration = calibration.run(workdir, seconds, client_cpu)
         sim = start(
             "sim",
             sluicegate("sim", "--port", "0", "--ttft-ms", "0", "--itl-ms", "0", "--workers", "1"),
@@ -64,6 +64,7 @@ def main() -> int:
                 "pinning": {"proxy_cpu": proxy_cpu, "client_and_sim_cpu": client_cpu},
                 "quick": args.quick,
                 "idle_rss_kib": idle_rss,
+                "calibration": results_calibration,
                 "summary": compare.summary(data),
                 "reports": data["reports"],
             }
