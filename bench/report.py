@@ -113,7 +113,8 @@ def markdown(results: dict[str, Any]) -> str:
         configured = (
             f"TTFT {cal['configured_ttft_ms']:.0f} ms, gap {cal['configured_itl_ms']:.0f} ms"
         )
-        measured = f"TTFT p50 {cal['ttft_overhead_p50_ms']:+.3f} ms, gap p50 {cal['gap_overhead_p50_ms']:+.3f} ms"
+        ttft, gap = cal["ttft_overhead_p50_ms"], cal["gap_overhead_p50_ms"]
+        measured = f"TTFT p50 {ttft:+.3f} ms, gap p50 {gap:+.3f} ms"
         lines += ["", f"Load generator overhead (simulator set to {configured}): {measured}."]
     mem = results.get("memory")
     if mem:
