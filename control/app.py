@@ -18,17 +18,20 @@ from control.audit.router import router as audit_router
 from control.config_api import router as config_router
 from control.context import ControlContext
 from control.core_bridge import CoreBridge
+from control.diagnosis.router import router as diagnosis_router
 from control.drills.closer import DrillCloser
 from control.drills.router import router as drills_router
 from control.errors import install_error_handlers
 from control.health import router as health_router
 from control.keys.router import router as keys_router
+from control.observability.router import router as metrics_router
 from control.pools.router import router as pools_router
 from control.prices.router import router as prices_router
 from control.providers.router import router as providers_router
 from control.routes.router import router as routes_router
 from control.settings import Settings
 from control.startup import prepare
+from control.status.router import router as status_router
 from control.tenants.router import router as tenants_router
 from control.tokens.router import router as tokens_router
 from control.usage.drainer import UsageDrainer
@@ -36,6 +39,7 @@ from control.usage.router import router as usage_router
 
 ROUTERS = (
     health_router,
+    metrics_router,
     tenants_router,
     tokens_router,
     keys_router,
@@ -47,10 +51,13 @@ ROUTERS = (
     usage_router,
     audit_router,
     config_router,
+    status_router,
+    diagnosis_router,
 )
 
 DESCRIPTION = """Manage sluicegate: tenants, their API keys, upstream providers, pools, routes,
-prices; run failover drills; read usage and the audit log. Every change is applied to the data
+prices; run failover drills; read usage and the audit log, the windowed status and the doctor's
+diagnosis per pool (Prometheus metrics at `/metrics`). Every change is applied to the data
 plane before the response returns. Authenticate with `Authorization: Bearer <admin token>`."""
 
 

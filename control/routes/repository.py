@@ -29,3 +29,11 @@ def existing_pools(session: Session, pool_ids: Iterable[str]) -> set[str]:
     if not ids:
         return set()
     return set(session.scalars(select(Pool.id).where(Pool.id.in_(ids))))
+
+
+def objectives(session: Session) -> dict[str, int]:
+    """Each route's `slo_ttft_p95_ms`, for the routes that have one."""
+    rows = session.execute(
+        select(Route.alias, Route.slo_ttft_p95_ms).where(Route.slo_ttft_p95_ms.is_not(None))
+    )
+    return {alias: slo for alias, slo in rows if slo is not None}

@@ -337,7 +337,7 @@ def duration(text: str) -> int:
 # --- parsers -----------------------------------------------------------------------------------
 
 
-def _connection_options() -> argparse.ArgumentParser:
+def connection_options() -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument(
         "--admin-url",
@@ -411,7 +411,7 @@ def _key_settings(p: argparse.ArgumentParser) -> None:
 
 
 def add_admin_commands(sub: Any) -> None:
-    conn = _connection_options()
+    conn = connection_options()
 
     tenants = sub.add_parser("tenants", help="create, list, show, update, disable tenants")
     t = tenants.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -598,7 +598,7 @@ def _error_text(response: httpx.Response) -> str:
 def run_admin(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get("SLUICEGATE_ADMIN_TOKEN")
     if not token:
-        return _no_token()
+        return no_token()
     try:
         method, path, body, query = args.handler(args)
     except CliError as e:
@@ -645,8 +645,14 @@ class Api:
             base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=10.0
         )
 
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        response = self._client.request(method, path, json=body)
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> Any:
+        response = self._client.request(method, path, json=body, params=params)
         if response.status_code >= 400:
             raise CliError(_error_text(response))
         return response.json()
@@ -771,7 +777,7 @@ def _signals_deferred() -> Iterator[list[int]]:
             signal.signal(sig, handler)
 
 
-def _no_token() -> int:
+def no_token() -> int:
     print("sluicegate: no admin token: set SLUICEGATE_ADMIN_TOKEN or pass --token", file=sys.stderr)
     return 2
 
@@ -779,7 +785,7 @@ def _no_token() -> int:
 def run_drill(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get("SLUICEGATE_ADMIN_TOKEN")
     if not token:
-        return _no_token()
+        return no_token()
     api = Api(args.admin_url, token)
     previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:

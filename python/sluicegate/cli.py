@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sluicegate import __version__
 from sluicegate.admin_cli import ADMIN_COMMANDS, add_admin_commands, run_admin, run_drill
+from sluicegate.status_cli import STATUS_COMMANDS, add_status_commands, run_status
 
 
 def _wait_for_signal() -> None:
@@ -107,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
         "SLUICEGATE_* environment variables override it",
     )
     add_admin_commands(sub)
+    add_status_commands(sub)
     return parser
 
 
@@ -126,4 +128,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_admin(parsed)
     if parsed.command == "drill":
         return run_drill(parsed)
+    if parsed.command in STATUS_COMMANDS:
+        return run_status(parsed)
     return 0
