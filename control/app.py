@@ -23,18 +23,19 @@ from control.drills.closer import DrillCloser
 from control.drills.router import router as drills_router
 from control.errors import install_error_handlers
 from control.health import router as health_router
+from control.jobs import BackgroundJobs
 from control.keys.router import router as keys_router
 from control.observability.router import router as metrics_router
 from control.pools.router import router as pools_router
 from control.prices.router import router as prices_router
 from control.providers.router import router as providers_router
+from control.quotas.router import router as quotas_router
 from control.routes.router import router as routes_router
 from control.settings import Settings
 from control.startup import prepare
 from control.status.router import router as status_router
 from control.tenants.router import router as tenants_router
 from control.tokens.router import router as tokens_router
-from control.usage.drainer import UsageDrainer
 from control.usage.router import router as usage_router
 
 ROUTERS = (
@@ -49,6 +50,7 @@ ROUTERS = (
     prices_router,
     drills_router,
     usage_router,
+    quotas_router,
     audit_router,
     config_router,
     status_router,
@@ -84,13 +86,8 @@ def create_app(
             app.state.ctx = ctx
         else:
             ctx = context
-        drainer = UsageDrainer(
-            core_bridge.drain_usage,
-            ctx.sessions,
-            batch=settings.usage.drain_batch,
-            timeout_ms=settings.usage.drain_timeout_ms,
-        )
-        core_bridge.start_drainer(drainer)
+        jobs = BackgroundJobs(ctx)
+        jobs.start()
         closer_stop = threading.Event()
         closer = threading.Thread(
             target=DrillCloser(ctx).run, args=(closer_stop,), name="sluicegate-drills", daemon=True
@@ -102,7 +99,7 @@ def create_app(
             closer_stop.set()
             ctx.drills_changed.set()
             await run_in_threadpool(closer.join)
-            await run_in_threadpool(core_bridge.stop_drainer)
+            await run_in_threadpool(jobs.stop)
             if context is None:
                 ctx.engine.dispose()
 

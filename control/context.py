@@ -32,6 +32,8 @@ class ControlContext:
     admin_port: int | None = None
     # Set when a drill starts: the drill closer recomputes when it next has an end to record.
     drills_changed: threading.Event = field(default_factory=threading.Event)
+    # Set when a price version is added: the price activator recomputes its next wake-up.
+    prices_changed: threading.Event = field(default_factory=threading.Event)
 
     def own_endpoints(self) -> set[HostPort]:
         """The gateway's own listeners: upstreams may not point back at them."""

@@ -55,7 +55,7 @@ def refusal_of(error: ConfigError) -> Refusal:
 
 class Drainer(Protocol):
     def run(self, stop: threading.Event) -> None: ...
-    def flush(self) -> int: ...
+    def drain(self, *, deadline: float | None = None) -> bool: ...
 
 
 class CoreBridge:
@@ -103,6 +103,20 @@ class CoreBridge:
             self._acknowledged = Acknowledged(acked, utcnow())
             return acked
 
+    def apply_keys(self, version: int, payload: str) -> int:
+        """Push key changes (`{"upsert": [...], "remove": [...]}`) on top of the snapshot in
+        force; the same ACK/NACK bookkeeping and version rule as `apply`."""
+        with self._lock:
+            try:
+                acked = self._core.apply_key_changes(version, payload)
+            except StaleConfigError:
+                raise
+            except ConfigError as e:
+                self._rejection = Rejection(version, refusal_of(e).message, utcnow())
+                raise
+            self._acknowledged = Acknowledged(acked, utcnow())
+            return acked
+
     @property
     def acknowledged(self) -> Acknowledged | None:
         return self._acknowledged
@@ -132,9 +146,20 @@ class CoreBridge:
 
     # --- usage ----------------------------------------------------------------------------------
 
-    def drain_usage(self, max_events: int, timeout_ms: int) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = json.loads(self._core.drain_usage(max_events, timeout_ms))
-        return events
+    def drain_usage(self, max_events: int, timeout_ms: int) -> str:
+        """Up to `max_events` events as a JSON array, waiting up to `timeout_ms` for the first."""
+        return self._core.drain_usage(max_events, timeout_ms)
+
+    def ack_usage(self, seq: int) -> None:
+        """Every event up to `seq` is stored: the journal may forget them (JournalError)."""
+        self._core.ack_usage(seq)
+
+    def usage_backlog(self) -> int:
+        """Events the core holds that are not acknowledged yet (journaled, ready or handed out)."""
+        family = self.metrics_families().get("sluicegate_usage_backlog")
+        if family is None or not family["samples"]:
+            return 0
+        return int(family["samples"][0]["value"])
 
     def start_drainer(self, drainer: Drainer) -> None:
         if self._drainer_thread is not None:
@@ -146,12 +171,13 @@ class CoreBridge:
         )
         self._drainer_thread.start()
 
-    def stop_drainer(self) -> int:
-        """Stop the thread, then drain what is left; returns the rows written by the final flush."""
+    def stop_drainer(self, deadline: float | None = None) -> bool:
+        """Stop the thread, then write and acknowledge what is left (until `deadline`,
+        monotonic); returns whether the core was left with nothing unacknowledged."""
         thread, drainer = self._drainer_thread, self._drainer
         self._drainer_thread = self._drainer = None
         if thread is None or drainer is None:
-            return 0
+            return True
         self._drainer_stop.set()
         thread.join()
-        return drainer.flush()
+        return drainer.drain(deadline=deadline)

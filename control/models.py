@@ -13,7 +13,7 @@ from control.routes.models import Route, RouteTarget
 from control.state import ControlState, Setting
 from control.tenants.models import Tenant
 from control.tokens.models import AdminToken
-from control.usage.models import UsageRecord
+from control.usage.models import UsageRecord, UsageReject, UsageRollup
 
 metadata = Base.metadata
 
@@ -32,5 +32,7 @@ __all__ = [
     "Setting",
     "Tenant",
     "UsageRecord",
+    "UsageReject",
+    "UsageRollup",
     "metadata",
 ]

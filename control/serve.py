@@ -1,9 +1,14 @@
 """`sluicegate serve`: the data plane and the admin API in one process; Python owns the signals.
 
-Start: settings, database and migrations, secrets, first snapshot applied, data listener, admin
-listener, then one line on stdout: `sluicegate serve listening on http://DATA (admin http://ADMIN)`.
+Start: settings, the core (its usage journal opened and replayed into memory), database and
+migrations, secrets, the journal's events written to SQL and acknowledged, first snapshot applied,
+data listener, admin listener, then one line on stdout:
+`sluicegate serve listening on http://DATA (admin http://ADMIN)`. No request is served before the
+journal has been replayed.
 SIGTERM or SIGINT: readiness off, the core stops accepting and lets in-flight requests finish
-within `server.shutdown_grace_seconds`, the usage drainer flushes to SQL, exit 0.
+within `server.shutdown_grace_seconds`, the usage drainer writes and acknowledges what is left
+until the journal is empty (for as long again at most; what remains stays journaled for the next
+start), exit 0.
 """
 
 from __future__ import annotations
@@ -17,28 +22,38 @@ import time
 from pathlib import Path
 
 import uvicorn
-from sluicegate._core import Core, StartError
+from sluicegate._core import Core, JournalError, StartError
 
 from control.app import announce_admin_token, create_app
 from control.core_bridge import CoreBridge
 from control.errors import StartupError
 from control.listen import HostPort
 from control.logs import configure_logging
-from control.settings import CoreSettings, Settings, load_settings
+from control.settings import Settings, journal_dir, load_settings
 from control.startup import prepare
 
 log = logging.getLogger("sluicegate.serve")
 
 
-def _core(settings: CoreSettings) -> Core:
-    return Core(
-        workers=settings.workers,
-        max_body_bytes=settings.max_body_bytes,
-        header_read_timeout_ms=settings.header_read_timeout_ms,
-        max_connections=settings.max_connections,
-        h2_max_concurrent_streams=settings.h2_max_concurrent_streams,
-        usage_backlog_limit=settings.usage_backlog_limit,
-    )
+def _core(settings: Settings) -> Core:
+    """The core, its usage journal replayed into memory (not yet into SQL: see `prepare`)."""
+    core = settings.core
+    journal = journal_dir(settings)
+    try:
+        return Core(
+            workers=core.workers,
+            max_body_bytes=core.max_body_bytes,
+            header_read_timeout_ms=core.header_read_timeout_ms,
+            max_connections=core.max_connections,
+            h2_max_concurrent_streams=core.h2_max_concurrent_streams,
+            usage_backlog_limit=core.usage_backlog_limit,
+            journal_dir=journal,
+            access_log=settings.server.access_log or None,
+        )
+    except JournalError as e:
+        raise StartupError(
+            f"cannot open the usage journal ({journal}) or access log: {e}"
+        ) from None
 
 
 def _bind(address: str) -> socket.socket:
@@ -88,8 +103,8 @@ def run(config: Path | None) -> int:
 
 
 def _serve(settings: Settings, stop: Stop) -> int:
-    bridge = CoreBridge(_core(settings.core))
-    ctx, token = prepare(settings, bridge)
+    bridge = CoreBridge(_core(settings))
+    ctx, token = prepare(settings, bridge, stop.event)
     try:
         admin_sock = _bind(settings.server.admin_listen)
         ctx.admin_port = admin_sock.getsockname()[1]

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from sqlalchemy.engine import make_url
 
 from control.db import DEFAULT_URL
 from control.diagnosis.settings import DoctorSettings
@@ -41,6 +42,8 @@ class ServerSettings(Section):
     shutdown_grace_seconds: float = Field(default=30.0, ge=0, le=3600)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_json: bool = False
+    # One JSON line per request from the data plane: a file path, "-" for stderr, "" for none.
+    access_log: str = ""
 
     _check_listen = field_validator("data_listen", "admin_listen")(_listen)
 
@@ -86,6 +89,11 @@ class CoreSettings(Section):
 class UsageSettings(Section):
     drain_batch: int = Field(default=1000, ge=1, le=100_000)
     drain_timeout_ms: int = Field(default=200, ge=1, le=60_000)
+    # The core's durable usage journal (one process per directory). Unset: beside the SQLite
+    # file ("<database file>.usage-journal"), or "./sluicegate-journal" with PostgreSQL.
+    journal_dir: Path | None = None
+    # Raw usage rows older than this are deleted (rollups are kept).
+    raw_retention_days: int = Field(default=30, ge=1, le=36_500)
 
 
 class ProviderBootstrap(ProviderCreate):
@@ -120,6 +128,7 @@ ENV: dict[str, tuple[str, str]] = {
     "SLUICEGATE_SHUTDOWN_GRACE_SECONDS": ("server", "shutdown_grace_seconds"),
     "SLUICEGATE_LOG_LEVEL": ("server", "log_level"),
     "SLUICEGATE_LOG_JSON": ("server", "log_json"),
+    "SLUICEGATE_ACCESS_LOG": ("server", "access_log"),
     "SLUICEGATE_DATABASE_URL": ("database", "url"),
     "SLUICEGATE_KEY_PEPPER": ("secrets", "key_pepper"),
     "SLUICEGATE_ENCRYPTION_KEY": ("secrets", "encryption_key"),
@@ -133,11 +142,23 @@ ENV: dict[str, tuple[str, str]] = {
     "SLUICEGATE_CORE_USAGE_BACKLOG_LIMIT": ("core", "usage_backlog_limit"),
     "SLUICEGATE_USAGE_DRAIN_BATCH": ("usage", "drain_batch"),
     "SLUICEGATE_USAGE_DRAIN_TIMEOUT_MS": ("usage", "drain_timeout_ms"),
+    "SLUICEGATE_USAGE_JOURNAL_DIR": ("usage", "journal_dir"),
+    "SLUICEGATE_USAGE_RAW_RETENTION_DAYS": ("usage", "raw_retention_days"),
     **{
         f"SLUICEGATE_DOCTOR_{name.upper()}": ("doctor", name)
         for name in DoctorSettings.model_fields
     },
 }
+
+
+def journal_dir(settings: Settings) -> Path:
+    """Where the core keeps its usage journal."""
+    if settings.usage.journal_dir is not None:
+        return settings.usage.journal_dir
+    url = make_url(settings.database.url)
+    if url.get_backend_name() == "sqlite" and url.database:
+        return Path(url.database + ".usage-journal")
+    return Path("sluicegate-journal")
 
 
 def read_file(path: Path) -> dict[str, Any]:

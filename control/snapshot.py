@@ -9,20 +9,25 @@ The index remembers which row became which list entry, so that the core's refusa
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select, true
 from sqlalchemy.orm import Session
 
 from control.crypto import CredentialCipher
 from control.keys.models import ApiKey
 from control.pools.models import Pool
 from control.pools.policies import Admission, Ejection, HealthCheck, Retry, read
+from control.prices.models import Price
 from control.providers.models import Provider
+from control.quotas import ledger
+from control.quotas.periods import core_period_start
 from control.routes.models import Route
 from control.tenants.models import Tenant
-from control.timeutil import to_unix
+from control.timeutil import to_unix, utcnow
 
 
 @dataclass
@@ -70,49 +75,64 @@ def _limits(
     }
 
 
-def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -> Snapshot:
-    index = SnapshotIndex()
-    tenants = []
-    for t in session.scalars(select(Tenant).order_by(Tenant.id)):
-        index.tenants.append(t.id)
-        tenant_limits = _limits(t.rpm, t.tpm, t.max_concurrency, t.rpm_burst, t.tpm_burst)
-        tenants.append({"id": t.id, "status": t.status, "limits": tenant_limits})
+def _quota(
+    period: str | None,
+    tokens: int | None,
+    cost_micros: int | None,
+    anchor: int | None,
+    use: tuple[int, int],
+    now: int,
+) -> dict[str, Any] | None:
+    """A quota as the core takes it: the ledger's use of the counted period, and the moment the
+    core should take that figure (see `control/quotas/models.py`)."""
+    if period is None:
+        return None
+    return {
+        "period": period,
+        "tokens": tokens,
+        "cost_micros": cost_micros,
+        "period_start": core_period_start(period, anchor, now),
+        "used_tokens": use[0],
+        "used_cost_micros": use[1],
+    }
 
-    # Revoked keys are left out: the core gives one answer for unknown and revoked keys alike.
-    # Plain rows through the connection (no ORM loading): this is the part that grows to 100k.
-    k = ApiKey.__table__.c
-    key_rows = session.connection().execute(
-        select(
-            k.id,
-            k.tenant_id,
-            k.hash,
-            k.prefix,
-            k.status,
-            k.expires_at,
-            k.models,
-            k.priority,
-            k.rpm,
-            k.tpm,
-            k.max_concurrency,
-            k.rpm_burst,
-            k.tpm_burst,
-        )
-        .where(k.status != "revoked")
-        .order_by(k.id)
-    )
+
+_k = ApiKey.__table__.c
+KEY_COLUMNS = (
+    _k.id,
+    _k.tenant_id,
+    _k.hash,
+    _k.prefix,
+    _k.status,
+    _k.expires_at,
+    _k.models,
+    _k.priority,
+    _k.rpm,
+    _k.tpm,
+    _k.max_concurrency,
+    _k.rpm_burst,
+    _k.tpm_burst,
+    _k.quota_period,
+    _k.quota_tokens,
+    _k.quota_cost_micros,
+    _k.quota_anchor,
+)
+
+
+def _key_entries(
+    session: Session, where: ColumnElement[bool], now: int, ids: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """Key entries as the core takes them, revoked keys left out (the core gives one answer for
+    unknown and revoked keys alike). Plain rows through the connection (no ORM loading): this is
+    the part that grows to 100k."""
+    conn = session.connection()
+    use = ledger.used(conn, "key", now, ids)
+    rows = conn.execute(select(*KEY_COLUMNS).where(_k.status != "revoked", where).order_by(_k.id))
     keys = []
-    for (
-        key_id,
-        tenant_id,
-        digest,
-        prefix,
-        status,
-        expires_at,
-        models,
-        priority,
-        *limits,
-    ) in key_rows:
-        index.keys.append(key_id)
+    for row in rows:
+        (key_id, tenant_id, digest, prefix, status, expires_at, models, priority) = row[:8]
+        limits = row[8:13]
+        period, tokens, cost_micros, anchor = row[13:17]
         keys.append(
             {
                 "id": key_id,
@@ -124,8 +144,54 @@ def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -
                 "models": models,
                 "priority": priority,
                 "limits": _limits(*limits),
+                "quota": _quota(period, tokens, cost_micros, anchor, use.get(key_id, (0, 0)), now),
             }
         )
+    return keys
+
+
+def _prices(session: Session, now: datetime) -> list[dict[str, Any]]:
+    """The version in force of each model's price."""
+    rows = session.execute(
+        select(Price.model, Price.id, Price.input_micros_per_mtok, Price.output_micros_per_mtok)
+        .where(Price.effective_from <= now)
+        .order_by(Price.model, Price.effective_from.desc())
+    )
+    prices: dict[str, dict[str, Any]] = {}
+    for model, version, input_per_mtok, output_per_mtok in rows:
+        prices.setdefault(
+            model,
+            {
+                "model": model,
+                "version": version,
+                "input_per_mtok": input_per_mtok,
+                "output_per_mtok": output_per_mtok,
+            },
+        )
+    return list(prices.values())
+
+
+def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -> Snapshot:
+    index = SnapshotIndex()
+    moment = utcnow()
+    now = int(moment.timestamp())
+    tenant_use = ledger.used(session.connection(), "tenant", now)
+    tenants = []
+    for t in session.scalars(select(Tenant).order_by(Tenant.id)):
+        index.tenants.append(t.id)
+        tenant_limits = _limits(t.rpm, t.tpm, t.max_concurrency, t.rpm_burst, t.tpm_burst)
+        quota = _quota(
+            t.quota_period,
+            t.quota_tokens,
+            t.quota_cost_micros,
+            t.quota_anchor,
+            tenant_use.get(t.id, (0, 0)),
+            now,
+        )
+        tenants.append({"id": t.id, "status": t.status, "limits": tenant_limits, "quota": quota})
+
+    keys = _key_entries(session, true(), now)
+    index.keys.extend(k["id"] for k in keys)
 
     providers = {p.id: p for p in session.scalars(select(Provider))}
     pools = []
@@ -190,11 +256,30 @@ def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -
         "keys": keys,
         "pools": pools,
         "routes": routes,
+        "prices": _prices(session, moment),
     }
     return Snapshot(json.dumps(payload, separators=(",", ":")), index)
 
 
-_RESOURCE = {"tenants": "tenant", "keys": "key", "pools": "pool", "routes": "route"}
+def build_key_changes(session: Session, upsert: Sequence[str], remove: Sequence[str]) -> Snapshot:
+    """Key changes (`KeyDelta`) on top of the snapshot in force: the keys in `upsert` as they
+    are now (a revoked one is removed), and the keys in `remove`."""
+    now = int(utcnow().timestamp())
+    entries = _key_entries(session, _k.id.in_(upsert), now, upsert) if upsert else []
+    kept = {k["id"] for k in entries}
+    gone = sorted({*remove, *(i for i in upsert if i not in kept)})
+    index = SnapshotIndex(keys=[k["id"] for k in entries])
+    payload = {"upsert": entries, "remove": gone}
+    return Snapshot(json.dumps(payload, separators=(",", ":")), index)
+
+
+_RESOURCE = {
+    "tenants": "tenant",
+    "keys": "key",
+    "upsert": "key",
+    "pools": "pool",
+    "routes": "route",
+}
 # Payload fields that the API spells differently: a tenant's or key's `limits.rpm` is `rpm`.
 _FLATTENED = {"tenant": "limits.", "key": "limits."}
 
@@ -233,7 +318,8 @@ def locate_fault(path: str | None, detail: str, index: SnapshotIndex) -> Fault |
     if not steps or len(steps) < 2 or steps[0] not in _RESOURCE or not isinstance(steps[1], int):
         return None
     kind, i = str(steps[0]), steps[1]
-    entries: list[str] = getattr(index, kind)
+    # Key changes name their keys `upsert[i]`.
+    entries: list[str] = getattr(index, "keys" if kind == "upsert" else kind)
     if i >= len(entries):
         return None
     resource_type = _RESOURCE[kind]

@@ -5,6 +5,7 @@ core keeps them in memory only)."""
 from __future__ import annotations
 
 import logging
+import threading
 
 from sqlalchemy.exc import OperationalError
 
@@ -19,12 +20,19 @@ from control.mutation import Mutator
 from control.secrets_setup import resolve_cipher, resolve_pepper
 from control.settings import Settings
 from control.snapshot import build_snapshot
+from control.usage.drainer import usage_drainer
 
 log = logging.getLogger("sluicegate.control")
 
 
-def prepare(settings: Settings, bridge: CoreBridge) -> tuple[ControlContext, str | None]:
-    """The ready context, and the admin token if one was generated (to be shown once)."""
+def prepare(
+    settings: Settings, bridge: CoreBridge, stop: threading.Event | None = None
+) -> tuple[ControlContext, str | None]:
+    """The ready context, and the admin token if one was generated (to be shown once).
+
+    The usage journal is replayed (its events written to SQL and acknowledged) before the first
+    snapshot: quotas then start from a ledger that holds everything the core ever reported.
+    `stop` (a shutdown signal) ends a replay that waits for the database."""
     try:
         engine = create_db_engine(settings.database.url)
     except Exception as e:
@@ -38,6 +46,11 @@ def prepare(settings: Settings, bridge: CoreBridge) -> tuple[ControlContext, str
         sessions = session_factory(engine)
         pepper = resolve_pepper(settings, sessions, embedded=is_sqlite(settings.database.url))
         cipher = resolve_cipher(settings, sessions)
+        drainer = usage_drainer(bridge, sessions, settings.usage)
+        if not drainer.drain(stop=stop):
+            raise StartupError("stopped before the usage journal was replayed")
+        if drainer.written or drainer.rejected:
+            log.info("usage journal replayed: %d events stored", drainer.written)
         mutator = Mutator(
             sessions, bridge, lambda s: build_snapshot(s, pepper=pepper, cipher=cipher)
         )

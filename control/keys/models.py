@@ -8,12 +8,13 @@ from sqlalchemy import JSON, BigInteger, CheckConstraint, ForeignKey, Index, Int
 from sqlalchemy.orm import Mapped, mapped_column
 
 from control.db import Base
+from control.quotas.models import QuotaColumns
 
 KEY_STATUSES = ("active", "disabled", "revoked")
 PRIORITIES = ("interactive", "batch")
 
 
-class ApiKey(Base):
+class ApiKey(QuotaColumns, Base):
     __tablename__ = "api_keys"
     __table_args__ = (
         CheckConstraint("status IN ('active', 'disabled', 'revoked')", name="status"),

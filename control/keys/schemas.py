@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from control.quotas.schemas import QuotaIn, QuotaOut
 from control.schemas import (
     Concurrency,
     ModelName,
@@ -29,6 +30,10 @@ KeyState = Literal["active", "disabled", "expired", "revoked"]
 
 Models = list[ModelName]
 MODELS_DOC = "Model aliases the key may use; null means every route"
+QUOTA_DOC = (
+    "Tokens and/or money per period; null for none. Never above the tenant's quota of the same "
+    "period. A rotated key gets the same quota, counted afresh."
+)
 
 
 def _distinct(models: list[str] | None) -> list[str] | None:
@@ -50,6 +55,7 @@ class KeyCreate(Strict):
     expires_at: Timestamp | None = Field(
         default=None, description="ISO 8601; UTC if no offset is given"
     )
+    quota: QuotaIn | None = Field(default=None, description=QUOTA_DOC)
 
     _models = field_validator("models")(_distinct)
 
@@ -67,6 +73,7 @@ class KeyUpdate(Strict):
     tpm_burst: TpmBurst | None = None
     priority: Priority | None = None
     expires_at: Timestamp | None = None
+    quota: QuotaIn | None = Field(default=None, description=QUOTA_DOC)
 
     _models = field_validator("models")(_distinct)
 
@@ -104,6 +111,7 @@ class KeyOut(BaseModel):
     rpm_burst: int | None = Field(description="In force: an unset burst reads as the rpm")
     tpm_burst: int | None = Field(description="In force: an unset burst reads as the tpm")
     expires_at: datetime | None
+    quota: QuotaOut | None = Field(default=None, description="null: no quota of its own")
     replaced_by: str | None
     rotated_from: str | None
     revoked_at: datetime | None

@@ -23,6 +23,9 @@ from control.keys.schemas import KeyCreate, KeyOut, KeyRotate, KeyUpdate
 from control.keys.state import effective_state
 from control.limits import LIMITS, above_tenant, in_force, orphan_bursts
 from control.pagination import decode_cursor, page
+from control.quotas import rules as quota_rules
+from control.quotas.rules import quota_in, quota_of
+from control.quotas.schemas import QuotaIn
 from control.schemas import Page
 from control.tenants.models import Tenant
 from control.timeutil import utcnow
@@ -31,10 +34,12 @@ from control.timeutil import utcnow
 def to_out(key: ApiKey, tenant_status: str, now: datetime | None = None) -> KeyOut:
     state = effective_state(key, tenant_status, now or utcnow())
     limits = in_force({name: getattr(key, name) for name in LIMITS})
-    return KeyOut.model_validate(key).model_copy(update={"status": state, **limits})
+    update = {"status": state, "quota": quota_of(key), **limits}
+    return KeyOut.model_validate(key).model_copy(update=update)
 
 
-def _visible(session: Session, caller: Caller, key_id: str) -> tuple[ApiKey, str]:
+def visible(session: Session, caller: Caller, key_id: str) -> tuple[ApiKey, str]:
+    """The key and its tenant's status; 404 for a key the caller may not see."""
     row = repository.get_with_tenant_status(session, key_id)
     if row is None or (not caller.is_admin and row[0].tenant_id != caller.tenant_id):
         raise NotFound("key not found")
@@ -50,13 +55,19 @@ def _check_limits(tenant: Tenant, values: dict[str, Any]) -> None:
         raise Validation("a key's limits cannot exceed its tenant's", errors)
 
 
+def _check_quota(tenant: Tenant, quota: QuotaIn | None) -> None:
+    errors = quota_rules.above_tenant(quota, tenant)
+    if errors:
+        raise Validation("a key's quota cannot exceed its tenant's", errors)
+
+
 def _check_future(expires_at: datetime | None, now: datetime) -> None:
     if expires_at is not None and expires_at <= now:
         raise Validation.field("expires_at", "must be in the future")
 
 
 def get(session: Session, caller: Caller, key_id: str) -> KeyOut:
-    key, tenant_status = _visible(session, caller, key_id)
+    key, tenant_status = visible(session, caller, key_id)
     return to_out(key, tenant_status)
 
 
@@ -95,13 +106,14 @@ def _new_key(
 def create(ctx: ControlContext, caller: Caller, data: KeyCreate) -> tuple[KeyOut, str]:
     caller.check_tenant(data.tenant_id)
     now = utcnow()
-    with ctx.mutator.mutate(caller) as m:
+    with ctx.mutator.mutate(caller, keys_only=True) as m:
         tenant = m.session.get(Tenant, data.tenant_id)
         if tenant is None:
             raise NotFound("tenant not found")
         if tenant.status != "active":
             raise Conflict("the tenant is disabled; enable it before creating keys")
         _check_limits(tenant, data.model_dump())
+        _check_quota(tenant, data.quota)
         _check_future(data.expires_at, now)
         key, secret = _new_key(
             ctx,
@@ -118,33 +130,41 @@ def create(ctx: ControlContext, caller: Caller, data: KeyCreate) -> tuple[KeyOut
             tpm_burst=data.tpm_burst,
             expires_at=data.expires_at,
         )
+        quota_rules.set_quota(key, data.quota, now)
         m.subject = ("key", key.id)
         m.session.add(key)
         summary = data.model_dump(mode="json", exclude_none=True) | {"prefix": key.prefix}
         m.record("key.create", "key", key.id, summary, tenant_id=tenant.id)
+        m.keys_changed(upsert=[key.id])
     return to_out(key, tenant.status, now), secret
 
 
 def update(ctx: ControlContext, caller: Caller, key_id: str, data: KeyUpdate) -> KeyOut:
     now = utcnow()
-    with ctx.mutator.mutate(caller, subject=("key", key_id)) as m:
-        key, tenant_status = _visible(m.session, caller, key_id)
+    with ctx.mutator.mutate(caller, subject=("key", key_id), keys_only=True) as m:
+        key, tenant_status = visible(m.session, caller, key_id)
         if key.status == "revoked":
             raise Conflict("the key is revoked; create a new one")
-        changes = {
-            k: v for k, v in data.model_dump(exclude_unset=True).items() if getattr(key, k) != v
-        }
-        if changes:
+        sent = data.model_dump(exclude_unset=True, exclude={"quota"})
+        changes = {k: v for k, v in sent.items() if getattr(key, k) != v}
+        quota_sent = "quota" in data.model_fields_set
+        quota_changed = quota_sent and not quota_rules.unchanged(key, data.quota)
+        if changes or quota_changed:
             tenant = m.session.get(Tenant, key.tenant_id)
             assert tenant is not None  # the foreign key guarantees it
             _check_limits(tenant, {name: changes.get(name, getattr(key, name)) for name in LIMITS})
+            if quota_changed:
+                _check_quota(tenant, data.quota)
+                quota_rules.set_quota(key, data.quota, now)
             if "expires_at" in changes:
                 _check_future(changes["expires_at"], now)
             for name, value in changes.items():
                 setattr(key, name, value)
             key.updated_at = now
-            summary = data.model_dump(mode="json", include=set(changes))
+            fields = set(changes) | ({"quota"} if quota_changed else set())
+            summary = data.model_dump(mode="json", include=fields)
             m.record("key.update", "key", key.id, summary, tenant_id=key.tenant_id)
+            m.keys_changed(upsert=[key.id])
     return to_out(key, tenant_status, now)
 
 
@@ -153,8 +173,8 @@ def rotate(
 ) -> tuple[KeyOut, str, KeyOut]:
     """A new secret with the same settings; the old key keeps working for `overlap_seconds`."""
     now = utcnow()
-    with ctx.mutator.mutate(caller, subject=("key", key_id)) as m:
-        old, tenant_status = _visible(m.session, caller, key_id)
+    with ctx.mutator.mutate(caller, subject=("key", key_id), keys_only=True) as m:
+        old, tenant_status = visible(m.session, caller, key_id)
         if effective_state(old, tenant_status, now) == "revoked":
             raise Conflict("the key is revoked; create a new one")
         if old.replaced_by is not None:
@@ -180,6 +200,7 @@ def rotate(
             expires_at=expires_at,
             rotated_from=old.id,
         )
+        quota_rules.set_quota(new, quota_in(old), now)
         m.session.add(new)
         old.replaced_by = new.id
         old.updated_at = now
@@ -194,15 +215,17 @@ def rotate(
             "overlap_seconds": data.overlap_seconds,
         }
         m.record("key.rotate", "key", old.id, summary, tenant_id=old.tenant_id)
+        m.keys_changed(upsert=[new.id, old.id])
     return to_out(new, tenant_status, now), secret, to_out(old, tenant_status, now)
 
 
 def revoke(ctx: ControlContext, caller: Caller, key_id: str) -> KeyOut:
     """Refused by the data plane from the moment this returns. Revoking twice changes nothing."""
     now = utcnow()
-    with ctx.mutator.mutate(caller, subject=("key", key_id)) as m:
-        key, tenant_status = _visible(m.session, caller, key_id)
+    with ctx.mutator.mutate(caller, subject=("key", key_id), keys_only=True) as m:
+        key, tenant_status = visible(m.session, caller, key_id)
         if key.status != "revoked":
             key.status, key.revoked_at, key.updated_at = "revoked", now, now
             m.record("key.revoke", "key", key.id, {"prefix": key.prefix}, tenant_id=key.tenant_id)
+            m.keys_changed(remove=[key.id])
     return to_out(key, tenant_status, now)

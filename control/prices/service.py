@@ -1,5 +1,8 @@
 """Price operations (admin only). A change is a new version; existing rows never change and a
-version cannot take effect in the past, so usage already recorded keeps its price."""
+version cannot take effect in the past, so usage already recorded keeps its price.
+
+The core costs every request at the version in force (the snapshot carries it), so a new version
+pushes a snapshot; one that takes effect later is pushed again then by the price activator."""
 
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ def create(ctx: ControlContext, caller: Caller, data: PriceCreate) -> Price:
         raise Validation.field(
             "effective_from", "cannot be in the past: recorded usage keeps the price it had"
         )
-    with ctx.mutator.mutate(caller, subject=("price", data.model), affects_core=False) as m:
+    with ctx.mutator.mutate(caller, subject=("price", data.model)) as m:
         currency = repository.currency_of(m.session, data.model)
         if currency is not None and currency != data.currency:
             raise Validation.field("currency", f"{data.model} is priced in {currency}")
@@ -48,6 +51,7 @@ def create(ctx: ControlContext, caller: Caller, data: PriceCreate) -> Price:
         m.session.flush()
         summary = data.model_dump(mode="json") | {"effective_from": effective_from.isoformat()}
         m.record("price.create", "price", str(price.id), summary)
+    ctx.prices_changed.set()
     return price
 
 

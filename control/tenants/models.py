@@ -8,11 +8,12 @@ from sqlalchemy import BigInteger, CheckConstraint, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from control.db import Base
+from control.quotas.models import QuotaColumns
 
 TENANT_STATUSES = ("active", "disabled")
 
 
-class Tenant(Base):
+class Tenant(QuotaColumns, Base):
     __tablename__ = "tenants"
     __table_args__ = (
         CheckConstraint("status IN ('active', 'disabled')", name="status"),

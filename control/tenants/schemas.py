@@ -7,8 +7,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from control.quotas.schemas import QuotaIn, QuotaOut
 from control.schemas import Concurrency, Name, Rpm, RpmBurst, Slug, Strict, Tpm, TpmBurst
 from control.validation import not_null
+
+QUOTA_DOC = "Tokens and/or money per period over all the tenant's keys; null for none"
 
 TenantStatus = Literal["active", "disabled"]
 
@@ -23,6 +26,7 @@ class TenantCreate(Strict):
     max_concurrency: Concurrency | None = None
     rpm_burst: RpmBurst | None = None
     tpm_burst: TpmBurst | None = None
+    quota: QuotaIn | None = Field(default=None, description=QUOTA_DOC)
 
 
 class TenantUpdate(Strict):
@@ -36,6 +40,7 @@ class TenantUpdate(Strict):
     max_concurrency: Concurrency | None = None
     rpm_burst: RpmBurst | None = None
     tpm_burst: TpmBurst | None = None
+    quota: QuotaIn | None = Field(default=None, description=QUOTA_DOC)
 
     @field_validator("name", "status")
     @classmethod
@@ -54,5 +59,6 @@ class TenantOut(BaseModel):
     max_concurrency: int | None
     rpm_burst: int | None
     tpm_burst: int | None
+    quota: QuotaOut | None
     created_at: datetime
     updated_at: datetime

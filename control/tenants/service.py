@@ -12,6 +12,7 @@ from control.errors import Conflict, FieldError, NotFound, Validation
 from control.ids import new_id
 from control.limits import BURSTS, LIMITS, in_force, orphan_bursts
 from control.pagination import decode_cursor, page
+from control.quotas.rules import keys_above, quota_of, set_quota, unchanged
 from control.schemas import Page
 from control.tenants import repository
 from control.tenants.models import Tenant
@@ -25,6 +26,7 @@ def to_out(tenant: Tenant) -> TenantOut:
         id=tenant.id,
         name=tenant.name,
         status=tenant.status,  # type: ignore[arg-type]
+        quota=quota_of(tenant),
         created_at=tenant.created_at,
         updated_at=tenant.updated_at,
         **limits,
@@ -80,6 +82,7 @@ def create(ctx: ControlContext, caller: Caller, data: TenantCreate) -> Tenant:
             created_at=now,
             updated_at=now,
         )
+        set_quota(tenant, data.quota, now)
         m.session.add(tenant)
         summary = data.model_dump(exclude_none=True) | {"id": tenant_id}
         m.record("tenant.create", "tenant", tenant_id, summary, tenant_id=tenant_id)
@@ -89,19 +92,28 @@ def create(ctx: ControlContext, caller: Caller, data: TenantCreate) -> Tenant:
 def update(ctx: ControlContext, caller: Caller, tenant_id: str, data: TenantUpdate) -> Tenant:
     caller.check_tenant(tenant_id)
     caller.require_admin()
-    changes = data.model_dump(exclude_unset=True)
+    changes = data.model_dump(exclude_unset=True, exclude={"quota"})
     with ctx.mutator.mutate(caller, subject=("tenant", tenant_id)) as m:
         tenant = repository.get(m.session, tenant_id)
         if tenant is None:
             raise NotFound("tenant not found")
         changes = {k: v for k, v in changes.items() if getattr(tenant, k) != v}
-        if not changes:
+        quota_changed = "quota" in data.model_fields_set and not unchanged(tenant, data.quota)
+        if not changes and not quota_changed:
             return tenant
         if any(name in changes for name in LIMITS):
             _check_limits(m.session, tenant, changes)
+        now = utcnow()
+        if quota_changed:
+            errors = keys_above(m.session, tenant.id, data.quota)
+            if errors:
+                raise Validation("a tenant's quota cannot drop below its keys' own", errors)
+            set_quota(tenant, data.quota, now)
+            changes["quota"] = data.model_dump(mode="json", include={"quota"})["quota"]
         for name, value in changes.items():
-            setattr(tenant, name, value)
-        tenant.updated_at = utcnow()
+            if name != "quota":
+                setattr(tenant, name, value)
+        tenant.updated_at = now
         action = "tenant.update"
         if "status" in changes:
             action = "tenant.disable" if changes["status"] == "disabled" else "tenant.enable"

@@ -1,28 +1,111 @@
-"""The usage drainer: takes events from the core in batches and writes them to SQL, one
-transaction per batch, idempotently by request id.
+"""The usage drainer: takes events from the core in batches, writes each batch to SQL in one
+transaction (raw rows idempotent by request id, rollups for the rows actually inserted), commits,
+and only then acknowledges the batch's highest sequence number, so that the core's journal may
+forget it.
 
-A batch that cannot be written is kept and retried (with backoff) before anything new is taken
-from the core, so a database outage delays usage rows but does not lose them while the process
-lives. Issue 7 adds the durable journal that also covers a crash.
+A batch that cannot be written because the database is away is kept, retried with backoff and not
+acknowledged: the journal grows meanwhile (the core bounds it, refusing billable requests past
+`core.usage_backlog_limit`), and nothing new is taken until the batch is in. A batch the database
+refuses for its values (a malformed event, a bug in the core) is split until the events at fault
+are alone; those are kept in `usage_rejects` with the reason, the rest is written, and the batch is
+acknowledged: nothing the core reported disappears, nothing blocks the journal forever.
+
+Cost per event: one `json.loads` of the whole batch, a key check, a tuple (SQLite) or nothing
+(PostgreSQL reads the batch's JSON itself), and the rollup arithmetic. `bench/drainer.py`
+measures it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
+from sqlalchemy.exc import DataError, IntegrityError, ProgrammingError
 from sqlalchemy.orm import Session, sessionmaker
 
-from control.usage.repository import insert_events
-from control.usage.schemas import UsageEvent
+from control.core_bridge import CoreBridge
+from control.settings import UsageSettings
+from control.timeutil import utcnow
+from control.usage.events import missing_fields
+from control.usage.models import UsageReject
+from control.usage.writer import write_events
 
 log = logging.getLogger("sluicegate.usage")
 
-Source = Callable[[int, int], list[dict[str, Any]]]
+# `Core.drain_usage(max, timeout_ms)`: a JSON array of events.
+Source = Callable[[int, int], str]
+Ack = Callable[[int], None]
+Backlog = Callable[[], int]
+
+
+def refused_values(error: BaseException) -> bool:
+    """The database (or the rollup arithmetic) refused values of the batch: retrying the same
+    batch cannot help. Anything else (unreachable, locked, timed out) is worth a retry."""
+    if isinstance(error, IntegrityError | DataError | TypeError | ValueError | KeyError):
+        return True
+    # SQLite refuses a value it cannot bind (an object where a number belongs) this way.
+    return isinstance(error, ProgrammingError) and "binding parameter" in str(error.orig)
+
+
+@dataclass
+class Batch:
+    events: list[dict[str, Any]]
+    # The JSON text the events came in, while it holds exactly them.
+    raw: str | None
+    # The highest sequence number handed out in this batch: acknowledged once it is stored.
+    last_seq: int | None
+    rejects: list[tuple[Any, str]] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return len(self.events) + len(self.rejects)
+
+
+def parse(raw: str) -> Batch:
+    """One `json.loads`. Fields are not checked one by one here: an event missing one fails the
+    batch's write, and the batch is then split until that event is alone (see `_store_apart`)."""
+    try:
+        items = json.loads(raw)
+    except ValueError as e:
+        return Batch([], None, None, [(raw, f"the batch is not JSON: {e}")])
+    if not isinstance(items, list):
+        return Batch([], None, None, [(items, "the batch is not a JSON array")])
+    events: list[dict[str, Any]] = []
+    rejects: list[tuple[Any, str]] = []
+    last_seq: int | None = None
+    for item in items:
+        if type(item) is not dict:
+            rejects.append((item, "not a JSON object"))
+            continue
+        events.append(item)
+        seq = item.get("seq")
+        if type(seq) is int and (last_seq is None or seq > last_seq):
+            last_seq = seq
+    return Batch(events, raw if not rejects else None, last_seq, rejects)
+
+
+def _reject_row(item: Any, reason: str) -> UsageReject:
+    seq = item.get("seq") if isinstance(item, dict) else None
+    request_id = item.get("request_id") if isinstance(item, dict) else None
+    payload = json.dumps(item, default=str)
+    return UsageReject(
+        seq=seq if type(seq) is int else None,
+        request_id=request_id[:200] if isinstance(request_id, str) else None,
+        reason=reason[:500],
+        payload=payload,
+        recorded_at=utcnow(),
+    )
+
+
+def _refusal(error: BaseException) -> str:
+    orig = getattr(error, "orig", None) or error
+    first = (str(orig).splitlines() or [""])[0]
+    return f"refused by the database: {type(orig).__name__}: {first}"[:500]
 
 
 class UsageDrainer:
@@ -31,45 +114,116 @@ class UsageDrainer:
         source: Source,
         sessions: sessionmaker[Session],
         *,
+        ack: Ack | None = None,
+        backlog: Backlog | None = None,
         batch: int = 1000,
         timeout_ms: int = 200,
         max_backoff: float = 5.0,
     ) -> None:
         self._source = source
         self._sessions = sessions
+        self._ack = ack
+        self._backlog = backlog
         self._batch = batch
         self._timeout_ms = timeout_ms
         self._max_backoff = max_backoff
-        self._pending: list[UsageEvent] = []
+        self._pending: Batch | None = None
+        # Stored, but its acknowledgement failed: covered by the next one, or tried again when the
+        # core has nothing new.
+        self._ack_due: int | None = None
+        # Rows inserted, events kept as rejects, and the last sequence number acknowledged.
         self.written = 0
+        self.rejected = 0
+        self.acknowledged: int | None = None
 
-    def _parse(self, raw: list[dict[str, Any]]) -> list[UsageEvent]:
-        events = []
-        for item in raw:
-            try:
-                events.append(UsageEvent.model_validate(item))
-            except ValidationError as e:
-                # A malformed event is a bug in the core: say so loudly, keep the rest flowing.
-                fields = ", ".join(str(err["loc"][0]) for err in e.errors() if err["loc"])
-                log.error(
-                    "usage event %s refused (fields: %s)", item.get("request_id", "?"), fields
-                )
-        return events
+    @property
+    def pending(self) -> int:
+        """Events taken from the core and not yet stored (a batch waiting for the database)."""
+        return 0 if self._pending is None else self._pending.size
 
     def step(self, timeout_ms: int) -> int:
-        """Write the pending batch, or take a new one from the core and write it."""
-        if not self._pending:
-            self._pending = self._parse(self._source(self._batch, timeout_ms))
-        if not self._pending:
-            return 0
-        with self._sessions() as session, session.begin():
-            new = insert_events(session, self._pending)
-        taken = len(self._pending)
-        self._pending = []
+        """Write the pending batch, or take a new one from the core and write it; returns the
+        events handled. Raises when the database is unreachable (the batch is kept)."""
+        if self._pending is None:
+            raw = self._source(self._batch, timeout_ms)
+            if raw == "[]":
+                if self._ack_due is not None:
+                    # Nothing new to cover it: the journal would keep those events forever.
+                    self._acknowledge(self._ack_due)
+                return 0
+            self._pending = parse(raw)
+        batch = self._pending
+        self._store(batch)
+        self._pending = None
+        if batch.last_seq is not None:
+            self._acknowledge(batch.last_seq)
+        return batch.size
+
+    def _acknowledge(self, seq: int) -> None:
+        if self._ack is None:
+            return
+        try:
+            self._ack(seq)
+        except Exception as e:
+            # Stored but still journaled: a replay meanwhile would only find the rows stored.
+            self._ack_due = seq
+            log.error("usage: acknowledging seq %d failed: %s", seq, e)
+            return
+        self._ack_due = None
+        self.acknowledged = seq
+
+    def _store(self, batch: Batch) -> None:
+        try:
+            with self._sessions() as session, session.begin():
+                new = write_events(session, batch.events, batch.raw)
+                session.add_all(_reject_row(item, reason) for item, reason in batch.rejects)
+        except Exception as e:
+            if not refused_values(e):
+                raise
+            log.error(
+                "usage: a batch could not be written as is (%s: %s); isolating the events at fault",
+                type(e).__name__,
+                str(e).splitlines()[0] if str(e) else "",
+            )
+            new = self._store_apart(batch.events)
+            if batch.rejects:
+                self._keep_rejects(batch.rejects)
+        else:
+            if new < len(batch.events):
+                log.info(
+                    "usage: %d of %d events were stored already",
+                    len(batch.events) - new,
+                    len(batch.events),
+                )
         self.written += new
-        if new < taken:
-            log.info("usage: %d of %d events were already stored", taken - new, taken)
-        return taken
+        for item, reason in batch.rejects:
+            self._report(item, reason)
+
+    def _store_apart(self, events: Sequence[dict[str, Any]]) -> int:
+        """Write halves apart until the events the database refuses are alone; keep those."""
+        try:
+            with self._sessions() as session, session.begin():
+                return write_events(session, events)
+        except Exception as e:
+            if not refused_values(e):
+                raise
+            if len(events) == 1:
+                missing = missing_fields(events[0])
+                reason = f"missing fields: {', '.join(missing)}" if missing else _refusal(e)
+                self._keep_rejects([(events[0], reason)])
+                self._report(events[0], reason)
+                return 0
+            half = len(events) // 2
+            return self._store_apart(events[:half]) + self._store_apart(events[half:])
+
+    def _keep_rejects(self, rejects: Sequence[tuple[Any, str]]) -> None:
+        with self._sessions() as session, session.begin():
+            session.add_all(_reject_row(item, reason) for item, reason in rejects)
+
+    def _report(self, item: Any, reason: str) -> None:
+        self.rejected += 1
+        request_id = item.get("request_id", "?") if isinstance(item, dict) else "?"
+        log.error("usage event %s refused (%s); kept in usage_rejects", request_id, reason)
 
     def run(self, stop: threading.Event) -> None:
         delay = 0.1
@@ -80,30 +234,54 @@ class UsageDrainer:
             except Exception as e:
                 log.error(
                     "usage: writing %d events failed (%s); retrying in %.1fs",
-                    len(self._pending),
+                    self.pending,
                     type(e).__name__,
                     delay,
                 )
                 stop.wait(delay)
                 delay = min(delay * 2, self._max_backoff)
 
-    def flush(self, attempts: int = 5) -> int:
-        """Drain until the core has nothing left (at shutdown); returns events handled."""
-        total, failures = 0, 0
+    def drain(self, *, deadline: float | None = None, stop: threading.Event | None = None) -> bool:
+        """Write and acknowledge until the core holds no unacknowledged event (at start, to
+        replay the journal; at shutdown, after the core stopped). Retries while the database is
+        away, until `deadline` (monotonic) or `stop`; returns whether everything was stored."""
+        delay = 0.1
         while True:
             try:
-                taken = self.step(0)
+                taken = self.step(50)
+                delay = 0.1
             except Exception as e:
-                failures += 1
-                if failures >= attempts:
+                if (deadline is not None and time.monotonic() + delay > deadline) or (
+                    stop is not None and stop.is_set()
+                ):
                     log.error(
-                        "usage: %d events could not be written at shutdown (%s)",
-                        len(self._pending),
+                        "usage: %d events could not be written (%s); they stay in the journal",
+                        self.pending,
                         type(e).__name__,
                     )
-                    return total
-                time.sleep(0.2 * failures)
+                    return False
+                log.error("usage: writing failed (%s); retrying in %.1fs", type(e).__name__, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, self._max_backoff)
                 continue
-            if taken == 0:
-                return total
-            total += taken
+            if taken == 0 and (self._backlog is None or self._backlog() == 0):
+                return True
+            if (deadline is not None and time.monotonic() > deadline) or (
+                stop is not None and stop.is_set()
+            ):
+                log.error("usage: events are still waiting in the journal; they stay there")
+                return False
+
+
+def usage_drainer(
+    bridge: CoreBridge, sessions: sessionmaker[Session], settings: UsageSettings
+) -> UsageDrainer:
+    """The drainer of this core, as configured."""
+    return UsageDrainer(
+        bridge.drain_usage,
+        sessions,
+        ack=bridge.ack_usage,
+        backlog=bridge.usage_backlog,
+        batch=settings.drain_batch,
+        timeout_ms=settings.drain_timeout_ms,
+    )

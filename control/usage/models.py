@@ -1,11 +1,26 @@
-"""Usage rows: one per request that reached routing, as the core reported it (issue 7 adds the
-durable journal, rollups, costs and quotas on top of this table)."""
+"""Usage tables: one raw row per request that reached routing (kept `usage.raw_retention_days`),
+rollups per key and model per minute, hour and day (kept), and the events the database refused
+(kept, so that nothing the core reported disappears without a trace).
+
+Raw rows are written only by the drainer, in the order the core hands them out; their indexes all
+lead to time ranges (per tenant, per key, overall) because every reader asks for one.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Boolean, Float, Index, Integer, String
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Float,
+    Index,
+    Integer,
+    PrimaryKeyConstraint,
+    String,
+    Text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from control.db import Base
@@ -13,13 +28,15 @@ from control.db import Base
 # SQLite only autoincrements an INTEGER PRIMARY KEY.
 RowId = BigInteger().with_variant(Integer(), "sqlite")
 
+GRANULARITIES = {"minute": 60, "hour": 3600, "day": 86400}
+
 
 class UsageRecord(Base):
     __tablename__ = "usage_records"
     __table_args__ = (
-        Index("ix_usage_records_tenant_id_id", "tenant_id", "id"),
-        Index("ix_usage_records_key_id_id", "key_id", "id"),
-        Index("ix_usage_records_started_at", "started_at"),
+        Index("ix_usage_records_tenant_id_started_at_id", "tenant_id", "started_at", "id"),
+        Index("ix_usage_records_key_id_started_at_id", "key_id", "started_at", "id"),
+        Index("ix_usage_records_started_at_id", "started_at", "id"),
     )
 
     id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
@@ -43,6 +60,9 @@ class UsageRecord(Base):
     completion_tokens: Mapped[int] = mapped_column(BigInteger)
     cached_tokens: Mapped[int] = mapped_column(BigInteger)
     usage_source: Mapped[str] = mapped_column(String(16))
+    # Computed by the core at the price in force (integer micro-units), with that price's id.
+    cost_micros: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    price_version: Mapped[int | None] = mapped_column(BigInteger)
     queue_wait_ms: Mapped[float] = mapped_column(Float)
     connect_ms: Mapped[float | None] = mapped_column(Float)
     ttft_ms: Mapped[float | None] = mapped_column(Float)
@@ -52,4 +72,46 @@ class UsageRecord(Base):
     attempts: Mapped[int] = mapped_column(Integer)
     fallback: Mapped[bool] = mapped_column(Boolean)
     client_retry_count: Mapped[int | None] = mapped_column(Integer)
+    recorded_at: Mapped[datetime]
+
+
+class UsageRollup(Base):
+    """Sums per (granularity, bucket, tenant, key, model). `bucket` is the unix second the
+    minute, hour or day (UTC) starts at: integer arithmetic on both databases."""
+
+    __tablename__ = "usage_rollups"
+    __table_args__ = (
+        PrimaryKeyConstraint("granularity", "bucket", "tenant_id", "key_id", "model"),
+        CheckConstraint("granularity IN ('minute', 'hour', 'day')", name="granularity"),
+        Index("ix_usage_rollups_granularity_key_id_bucket", "granularity", "key_id", "bucket"),
+        Index(
+            "ix_usage_rollups_granularity_tenant_id_bucket", "granularity", "tenant_id", "bucket"
+        ),
+    )
+
+    granularity: Mapped[str] = mapped_column(String(6))
+    bucket: Mapped[int] = mapped_column(BigInteger)
+    tenant_id: Mapped[str] = mapped_column(String(64))
+    key_id: Mapped[str] = mapped_column(String(40))
+    model: Mapped[str] = mapped_column(String(200))
+    requests: Mapped[int] = mapped_column(BigInteger)
+    prompt_tokens: Mapped[int] = mapped_column(BigInteger)
+    completion_tokens: Mapped[int] = mapped_column(BigInteger)
+    cached_tokens: Mapped[int] = mapped_column(BigInteger)
+    cost_micros: Mapped[int] = mapped_column(BigInteger)
+    # Requests that failed: an error status, or an upstream error, timeout or interruption.
+    errors: Mapped[int] = mapped_column(BigInteger)
+
+
+class UsageReject(Base):
+    """An event the drainer could not store as a usage row (a malformed event is a bug in the
+    core): kept whole with the reason, and acknowledged like the others."""
+
+    __tablename__ = "usage_rejects"
+
+    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
+    seq: Mapped[int | None] = mapped_column(BigInteger)
+    request_id: Mapped[str | None] = mapped_column(String(200))
+    reason: Mapped[str] = mapped_column(String(500))
+    payload: Mapped[str] = mapped_column(Text)
     recorded_at: Mapped[datetime]

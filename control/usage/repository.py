@@ -1,4 +1,6 @@
-"""Usage rows: idempotent batch insert (by request id, on SQLite and PostgreSQL) and queries."""
+"""Usage queries: raw rows newest first (keyset on start time and id), a key's buckets and its
+totals per model (rollups), latency percentiles (raw rows: in SQL on PostgreSQL, in Python on
+SQLite), and raw rows in start order for the CSV export."""
 
 from __future__ import annotations
 
@@ -7,39 +9,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Insert, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from control.pagination import keyset
-from control.timeutil import from_unix, utcnow
-from control.usage.models import UsageRecord
-from control.usage.schemas import UsageEvent
-
-
-def _insert_ignoring_duplicates(dialect: str) -> Insert:
-    if dialect == "sqlite":
-        return sqlite.insert(UsageRecord).on_conflict_do_nothing(index_elements=["request_id"])
-    if dialect == "postgresql":
-        return postgresql.insert(UsageRecord).on_conflict_do_nothing(index_elements=["request_id"])
-    raise RuntimeError(f"usage rows need SQLite or PostgreSQL, not {dialect}")
-
-
-def _row(event: UsageEvent, recorded_at: datetime) -> dict[str, Any]:
-    row = event.model_dump()
-    row["started_at"] = from_unix(event.started_at)
-    row["recorded_at"] = recorded_at
-    return row
-
-
-def insert_events(session: Session, events: Sequence[UsageEvent]) -> int:
-    """Insert the events not already stored; returns how many were new."""
-    if not events:
-        return 0
-    now = utcnow()
-    stmt = _insert_ignoring_duplicates(session.get_bind().dialect.name)
-    result = session.execute(stmt.returning(UsageRecord.request_id), [_row(e, now) for e in events])
-    return len(result.all())
+from control.usage.models import UsageRecord, UsageRollup
+from control.usage.rollups import COUNTERS, in_pieces, pieces
 
 
 @dataclass(frozen=True)
@@ -52,21 +26,118 @@ class UsageFilters:
     until: datetime | None = None
 
 
+# A position in the newest-first order: (started_at, id).
+Position = tuple[datetime, int]
+
+
+def _after(position: Position, descending: bool) -> ColumnElement[bool]:
+    started_at, row_id = position
+    r = UsageRecord
+    if descending:
+        return or_(r.started_at < started_at, and_(r.started_at == started_at, r.id < row_id))
+    return or_(r.started_at > started_at, and_(r.started_at == started_at, r.id > row_id))
+
+
 def page(
-    session: Session, filters: UsageFilters, after: int | None, limit: int
+    session: Session, filters: UsageFilters, after: Position | None, limit: int
 ) -> Sequence[UsageRecord]:
-    """Newest first."""
-    stmt = select(UsageRecord)
+    """Newest first (by start time); one more than `limit`, to know if more exist."""
+    r = UsageRecord
+    stmt = select(r)
     if filters.tenant_id is not None:
-        stmt = stmt.where(UsageRecord.tenant_id == filters.tenant_id)
+        stmt = stmt.where(r.tenant_id == filters.tenant_id)
     if filters.key_id is not None:
-        stmt = stmt.where(UsageRecord.key_id == filters.key_id)
+        stmt = stmt.where(r.key_id == filters.key_id)
     if filters.model is not None:
-        stmt = stmt.where(UsageRecord.model == filters.model)
+        stmt = stmt.where(r.model == filters.model)
     if filters.outcome is not None:
-        stmt = stmt.where(UsageRecord.outcome == filters.outcome)
+        stmt = stmt.where(r.outcome == filters.outcome)
     if filters.since is not None:
-        stmt = stmt.where(UsageRecord.started_at >= filters.since)
+        stmt = stmt.where(r.started_at >= filters.since)
     if filters.until is not None:
-        stmt = stmt.where(UsageRecord.started_at < filters.until)
-    return session.scalars(keyset(stmt, UsageRecord.id, after, limit, descending=True)).all()
+        stmt = stmt.where(r.started_at < filters.until)
+    if after is not None:
+        stmt = stmt.where(_after(after, descending=True))
+    stmt = stmt.order_by(r.started_at.desc(), r.id.desc()).limit(limit + 1)
+    return session.scalars(stmt).all()
+
+
+def _counters() -> list[Any]:
+    return [func.sum(getattr(UsageRollup, c)).label(c) for c in COUNTERS]
+
+
+def buckets(
+    session: Session, key_id: str, granularity: str, start: int, end: int, model: str | None
+) -> list[tuple[int, list[int]]]:
+    r = UsageRollup
+    stmt = (
+        select(r.bucket, *_counters())
+        .where(
+            r.granularity == granularity,
+            r.key_id == key_id,
+            r.bucket >= start,
+            r.bucket < end,
+        )
+        .group_by(r.bucket)
+        .order_by(r.bucket)
+    )
+    if model is not None:
+        stmt = stmt.where(r.model == model)
+    return [(int(row[0]), [int(v) for v in row[1:]]) for row in session.execute(stmt)]
+
+
+def per_model(session: Session, key_id: str, start: int, end: int) -> list[tuple[str, list[int]]]:
+    """Counters per model over [start, end) (minute-aligned), from the coarsest buckets that fit."""
+    ranges = pieces(start, end)
+    if not ranges:
+        return []
+    r = UsageRollup
+    stmt = (
+        select(r.model, *_counters())
+        .where(r.key_id == key_id, in_pieces(ranges))
+        .group_by(r.model)
+        .order_by(r.model)
+    )
+    return [(row[0], [int(v) for v in row[1:]]) for row in session.execute(stmt)]
+
+
+def _in_range(key_id: str, start: datetime, end: datetime) -> list[ColumnElement[bool]]:
+    r = UsageRecord
+    return [r.key_id == key_id, r.started_at >= start, r.started_at < end]
+
+
+def percentiles_sql(
+    session: Session, key_id: str, start: datetime, end: datetime, column: str
+) -> tuple[int, list[float | None]]:
+    """PostgreSQL: `percentile_disc` is the nearest-rank percentile."""
+    value = getattr(UsageRecord, column)
+    stmt = select(
+        func.count(value),
+        *(func.percentile_disc(q).within_group(value) for q in (0.5, 0.95, 0.99)),
+    ).where(*_in_range(key_id, start, end), value.is_not(None))
+    count, *values = session.execute(stmt).one()
+    return int(count), [None if v is None else float(v) for v in values]
+
+
+def values(
+    session: Session, key_id: str, start: datetime, end: datetime, column: str
+) -> list[float]:
+    value = getattr(UsageRecord, column)
+    stmt = select(value).where(*_in_range(key_id, start, end), value.is_not(None))
+    return [float(v) for v in session.scalars(stmt)]
+
+
+def export_page(
+    session: Session,
+    key_id: str,
+    start: datetime,
+    end: datetime,
+    after: Position | None,
+    limit: int,
+) -> Sequence[UsageRecord]:
+    """Raw rows of the range in start order."""
+    r = UsageRecord
+    stmt: Select[UsageRecord] = select(r).where(*_in_range(key_id, start, end))
+    if after is not None:
+        stmt = stmt.where(_after(after, descending=False))
+    return session.scalars(stmt.order_by(r.started_at, r.id).limit(limit)).all()

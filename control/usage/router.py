@@ -1,24 +1,52 @@
-"""`/v1/admin/usage`: raw usage rows, newest first."""
+"""Usage over the admin API: `/v1/admin/usage` (raw rows, newest first) and a key's views under
+`/v1/admin/keys/{key_id}/usage/...`: time series, totals per model, latency percentiles, CSV.
+A tenant token sees its own tenant's usage only."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
 
-from control.deps import CallerDep, SessionDep
+from control.deps import CallerDep, ContextDep, SessionDep
 from control.errors import ERROR_RESPONSES
-from control.schemas import Page, PageLimit, Timestamp
+from control.schemas import ModelName, Page, PageLimit, Timestamp
 from control.usage import service
 from control.usage.repository import UsageFilters
-from control.usage.schemas import UsageOut
+from control.usage.schemas import (
+    Granularity,
+    KeyLatency,
+    Outcome,
+    UsageByModel,
+    UsageOut,
+    UsageSeries,
+)
 
-router = APIRouter(prefix="/v1/admin/usage", tags=["usage"], responses=ERROR_RESPONSES)
+router = APIRouter(tags=["usage"], responses=ERROR_RESPONSES)
 
-Outcome = Literal["complete", "client_cancelled", "upstream_error", "timeout"]
+From = Annotated[
+    Timestamp | None, Query(alias="from", description="Start of the range (ISO 8601, inclusive)")
+]
+To = Annotated[Timestamp | None, Query(description="End of the range (exclusive); default now")]
+KEY_VIEWS = "/v1/admin/keys/{key_id}/usage"
 
 
-@router.get("", summary="List usage rows (a tenant token sees its own tenant's)")
+class CsvResponse(StreamingResponse):
+    media_type = "text/csv"
+
+
+# Errors are JSON even where success is CSV (FastAPI would document them as the route's type).
+JSON_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": spec["description"],
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+    }
+    for status, spec in ERROR_RESPONSES.items()
+}
+
+
+@router.get("/v1/admin/usage", summary="List usage rows, newest first (tenant tokens: their own)")
 def list_usage(
     caller: CallerDep,
     session: SessionDep,
@@ -33,3 +61,58 @@ def list_usage(
 ) -> Page[UsageOut]:
     filters = UsageFilters(tenant_id, key_id, model, outcome, since, until)
     return service.list_page(session, caller, filters, limit, cursor)
+
+
+@router.get(
+    f"{KEY_VIEWS}/series",
+    summary="A key's usage per minute, hour or day (default: the last 60, 24 or 30 of them)",
+)
+def key_series(
+    key_id: str,
+    caller: CallerDep,
+    session: SessionDep,
+    start: From = None,
+    to: To = None,
+    granularity: Granularity = "hour",
+    model: ModelName | None = None,
+) -> UsageSeries:
+    return service.series(session, caller, key_id, granularity, start, to, model)
+
+
+@router.get(f"{KEY_VIEWS}/models", summary="A key's usage per model over a range (default: 24h)")
+def key_models(
+    key_id: str, caller: CallerDep, session: SessionDep, start: From = None, to: To = None
+) -> UsageByModel:
+    return service.by_model(session, caller, key_id, start, to)
+
+
+@router.get(
+    f"{KEY_VIEWS}/latency",
+    summary="A key's TTFT and TPOT percentiles (P50/P95/P99) over a range (default: 24h)",
+)
+def key_latency(
+    key_id: str, caller: CallerDep, session: SessionDep, start: From = None, to: To = None
+) -> KeyLatency:
+    return service.latency(session, caller, key_id, start, to)
+
+
+@router.get(
+    f"{KEY_VIEWS}/export",
+    summary="A key's raw usage rows of a range as CSV, streamed (default: 24h)",
+    response_class=CsvResponse,
+    responses={**JSON_ERRORS, 200: {"content": {"text/csv": {"schema": {"type": "string"}}}}},
+)
+def key_export(
+    key_id: str,
+    caller: CallerDep,
+    session: SessionDep,
+    ctx: ContextDep,
+    start: From = None,
+    to: To = None,
+) -> CsvResponse:
+    ident, begin, end = service.export_range(session, caller, key_id, start, to)
+    name = f"usage-{ident}-{begin:%Y%m%dT%H%M%SZ}-{end:%Y%m%dT%H%M%SZ}.csv"
+    return CsvResponse(
+        service.export_csv(ctx.sessions, ident, begin, end),
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+    )

@@ -1,47 +1,15 @@
-"""Usage events as the core reports them (`proxy_core/src/usage/event.rs`), and usage rows as the
-API returns them."""
+"""Usage as the API returns it: raw rows, and per-key views (time series and totals from the
+rollups, latency percentiles from the raw rows of a range)."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-
-class UsageEvent(BaseModel):
-    """One event from `Core.drain_usage`. Fields the core adds later are ignored here until the
-    table has a column for them."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    seq: int
-    request_id: str
-    key_id: str
-    key_prefix: str
-    tenant_id: str
-    endpoint: str
-    model: str
-    upstream_model: str | None = None
-    pool: str | None = None
-    upstream: str | None = None
-    priority: str
-    stream: bool
-    status: int
-    outcome: str
-    error_code: str | None = None
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-    usage_source: str
-    queue_wait_ms: float
-    connect_ms: float | None = None
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-    duration_ms: float
-    started_at: float
-    attempts: int
-    fallback: bool
-    client_retry_count: int | None = None
+Granularity = Literal["minute", "hour", "day"]
+Outcome = Literal["complete", "client_cancelled", "upstream_error", "timeout", "interrupted"]
 
 
 class UsageOut(BaseModel):
@@ -60,12 +28,18 @@ class UsageOut(BaseModel):
     priority: str
     stream: bool
     status: int
-    outcome: str
+    outcome: str = Field(
+        description="complete, client_cancelled, upstream_error, timeout, interrupted"
+    )
     error_code: str | None
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int
-    usage_source: str
+    usage_source: str = Field(
+        description="upstream: counts the upstream reported; estimated: counted by the gateway"
+    )
+    cost_micros: int = Field(description="At the price in force, in micro-units of its currency")
+    price_version: int | None = Field(description="Id of that price version (null: no price)")
     queue_wait_ms: float
     connect_ms: float | None
     ttft_ms: float | None
@@ -76,3 +50,54 @@ class UsageOut(BaseModel):
     fallback: bool
     client_retry_count: int | None
     recorded_at: datetime
+
+
+class Totals(BaseModel):
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_micros: int
+    errors: int = Field(description="Error statuses, upstream errors, timeouts, interruptions")
+
+
+class Bucket(Totals):
+    start: datetime
+
+
+class UsageSeries(BaseModel):
+    key_id: str
+    granularity: Granularity
+    model: str | None
+    start: datetime = Field(description="The range asked for, aligned to whole buckets")
+    end: datetime
+    buckets: list[Bucket] = Field(description="Buckets with requests, oldest first")
+
+
+class ModelTotals(Totals):
+    model: str
+
+
+class UsageByModel(BaseModel):
+    key_id: str
+    start: datetime = Field(description="The range asked for, aligned to whole minutes")
+    end: datetime
+    models: list[ModelTotals]
+    total: Totals
+
+
+class Percentiles(BaseModel):
+    count: int = Field(description="Requests with a value in the range")
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+class KeyLatency(BaseModel):
+    """Nearest-rank percentiles of the raw rows of the range (kept `usage.raw_retention_days`)."""
+
+    key_id: str
+    start: datetime
+    end: datetime
+    ttft_ms: Percentiles = Field(description="Time to first token (streams)")
+    tpot_ms: Percentiles = Field(description="Time per output token after the first")

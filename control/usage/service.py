@@ -1,17 +1,58 @@
-"""Reading usage rows; a tenant token reads only its own tenant's."""
+"""Reading usage: raw rows, and a key's series, totals per model, latency percentiles and CSV
+export. A tenant token reads only its own tenant's: another tenant's key answers 404."""
 
 from __future__ import annotations
 
-from sqlalchemy.orm import Session
+import csv
+import io
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session, sessionmaker
 
 from control.caller import Caller
-from control.errors import NotFound
+from control.errors import NotFound, Validation
+from control.keys import service as keys
 from control.keys.models import ApiKey
-from control.pagination import decode_cursor, page
+from control.pagination import decode_cursor, encode_cursor
 from control.schemas import Page
+from control.timeutil import as_utc, from_unix, utcnow
 from control.usage import repository
-from control.usage.repository import UsageFilters
-from control.usage.schemas import UsageOut
+from control.usage.models import GRANULARITIES
+from control.usage.repository import Position, UsageFilters
+from control.usage.rollups import COUNTERS, MINUTE, ceil_to, floor_to
+from control.usage.schemas import (
+    Bucket,
+    Granularity,
+    KeyLatency,
+    ModelTotals,
+    Percentiles,
+    Totals,
+    UsageByModel,
+    UsageOut,
+    UsageSeries,
+)
+from control.usage.stats import nearest_rank
+
+MAX_BUCKETS = 10_000
+# The range when none is given: the last hour of minutes, day of hours, 30 days of days; the last
+# day for totals, latency and exports.
+DEFAULT_SPAN = {"minute": 3600, "hour": 86400, "day": 30 * 86400}
+DEFAULT_RANGE = timedelta(days=1)
+
+
+# --- raw rows ----------------------------------------------------------------------------------
+
+
+def _position(cursor: str | None) -> Position | None:
+    text = decode_cursor(cursor, str)
+    if text is None:
+        return None
+    started_at, _, row_id = text.rpartition("|")
+    try:
+        return as_utc(datetime.fromisoformat(started_at)), int(row_id)
+    except ValueError:
+        raise Validation.field("cursor", "is not a cursor returned by this list") from None
 
 
 def list_page(
@@ -30,6 +71,175 @@ def list_page(
         since=filters.since,
         until=filters.until,
     )
-    rows = repository.page(session, scoped, decode_cursor(cursor, int), limit)
-    items, next_cursor = page(rows, limit, lambda r: r.id)
+    rows = repository.page(session, scoped, _position(cursor), limit)
+    items = list(rows[:limit])
+    next_cursor = None
+    if len(rows) > limit and items:
+        last = items[-1]
+        next_cursor = encode_cursor(f"{last.started_at.isoformat()}|{last.id}")
     return Page(items=[UsageOut.model_validate(r) for r in items], next_cursor=next_cursor)
+
+
+# --- a key's views -----------------------------------------------------------------------------
+
+
+def _range(start: datetime | None, end: datetime | None, default: timedelta) -> tuple[int, int]:
+    """[start, end) in unix seconds, whole minutes (rollups have nothing finer)."""
+    stop = ceil_to(int((end or utcnow()).timestamp()), MINUTE)
+    begin = floor_to(int((start or from_unix(stop) - default).timestamp()), MINUTE)
+    if begin >= stop:
+        raise Validation.field("from", "must be before `to` (ranges are whole minutes)")
+    return begin, stop
+
+
+def _totals(values: list[int]) -> dict[str, int]:
+    return dict(zip(COUNTERS, values, strict=True))
+
+
+def series(
+    session: Session,
+    caller: Caller,
+    key_id: str,
+    granularity: Granularity,
+    start: datetime | None,
+    end: datetime | None,
+    model: str | None,
+) -> UsageSeries:
+    key, _ = keys.visible(session, caller, key_id)
+    size = GRANULARITIES[granularity]
+    begin, stop = _range(start, end, timedelta(seconds=DEFAULT_SPAN[granularity]))
+    begin, stop = floor_to(begin, size), ceil_to(stop, size)
+    count = (stop - begin) // size
+    if count > MAX_BUCKETS:
+        raise Validation.field(
+            "from",
+            f"the range holds {count} {granularity}s; at most {MAX_BUCKETS} buckets: "
+            "narrow it or take a coarser granularity",
+        )
+    rows = repository.buckets(session, key.id, granularity, begin, stop, model)
+    return UsageSeries(
+        key_id=key.id,
+        granularity=granularity,
+        model=model,
+        start=from_unix(begin),
+        end=from_unix(stop),
+        buckets=[Bucket(start=from_unix(b), **_totals(v)) for b, v in rows],
+    )
+
+
+def by_model(
+    session: Session, caller: Caller, key_id: str, start: datetime | None, end: datetime | None
+) -> UsageByModel:
+    key, _ = keys.visible(session, caller, key_id)
+    begin, stop = _range(start, end, DEFAULT_RANGE)
+    rows = repository.per_model(session, key.id, begin, stop)
+    total = [sum(values[i] for _, values in rows) for i in range(len(COUNTERS))]
+    return UsageByModel(
+        key_id=key.id,
+        start=from_unix(begin),
+        end=from_unix(stop),
+        models=[ModelTotals(model=m, **_totals(v)) for m, v in rows],
+        total=Totals(**_totals(total)),
+    )
+
+
+def _percentiles(
+    session: Session, key_id: str, start: datetime, end: datetime, column: str
+) -> Percentiles:
+    if session.get_bind().dialect.name == "postgresql":
+        count, (p50, p95, p99) = repository.percentiles_sql(session, key_id, start, end, column)
+        return Percentiles(count=count, p50=p50, p95=p95, p99=p99)
+    values = sorted(repository.values(session, key_id, start, end, column))
+    p50, p95, p99 = (nearest_rank(values, q) for q in (0.5, 0.95, 0.99))
+    return Percentiles(count=len(values), p50=p50, p95=p95, p99=p99)
+
+
+def latency(
+    session: Session, caller: Caller, key_id: str, start: datetime | None, end: datetime | None
+) -> KeyLatency:
+    key, _ = keys.visible(session, caller, key_id)
+    stop = end or utcnow()
+    begin = start or stop - DEFAULT_RANGE
+    if begin >= stop:
+        raise Validation.field("from", "must be before `to`")
+    return KeyLatency(
+        key_id=key.id,
+        start=begin,
+        end=stop,
+        ttft_ms=_percentiles(session, key.id, begin, stop, "ttft_ms"),
+        tpot_ms=_percentiles(session, key.id, begin, stop, "tpot_ms"),
+    )
+
+
+# --- CSV export ----------------------------------------------------------------------------------
+
+CSV_COLUMNS = (
+    "started_at",
+    "request_id",
+    "tenant_id",
+    "key_id",
+    "key_prefix",
+    "endpoint",
+    "model",
+    "upstream_model",
+    "pool",
+    "upstream",
+    "priority",
+    "stream",
+    "status",
+    "outcome",
+    "error_code",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "usage_source",
+    "cost_micros",
+    "price_version",
+    "queue_wait_ms",
+    "connect_ms",
+    "ttft_ms",
+    "tpot_ms",
+    "duration_ms",
+    "attempts",
+    "fallback",
+    "client_retry_count",
+)
+EXPORT_PAGE = 2000
+
+
+def export_range(
+    session: Session, caller: Caller, key_id: str, start: datetime | None, end: datetime | None
+) -> tuple[str, datetime, datetime]:
+    """Check access and the range before the response starts (errors cannot follow a 200)."""
+    key, _ = keys.visible(session, caller, key_id)
+    stop = end or utcnow()
+    begin = start or stop - DEFAULT_RANGE
+    if begin >= stop:
+        raise Validation.field("from", "must be before `to`")
+    return key.id, begin, stop
+
+
+def export_csv(
+    sessions: sessionmaker[Session], key_id: str, start: datetime, end: datetime
+) -> Iterator[str]:
+    """The raw rows of the range in start order, a page at a time (one short read each)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    after: Position | None = None
+    while True:
+        with sessions() as session:
+            rows = repository.export_page(session, key_id, start, end, after, EXPORT_PAGE)
+        for r in rows:
+            writer.writerow(
+                [
+                    r.started_at.isoformat() if c == "started_at" else getattr(r, c)
+                    for c in CSV_COLUMNS
+                ]
+            )
+        yield out.getvalue()
+        out.seek(0)
+        out.truncate()
+        if len(rows) < EXPORT_PAGE:
+            return
+        after = (rows[-1].started_at, rows[-1].id)

@@ -107,7 +107,7 @@ def test_the_snapshot_matches_what_the_core_accepts(
 ) -> None:
     with harness.ctx.sessions() as session:
         payload = json.loads(harness.ctx.mutator.snapshot(session).payload)
-    assert set(payload) == {"auth", "tenants", "keys", "pools", "routes"}
+    assert set(payload) == {"auth", "tenants", "keys", "pools", "routes", "prices"}
     assert payload["pools"][0]["members"][0] == {
         "id": "up1",
         "kind": "openai",
@@ -129,7 +129,9 @@ def test_the_snapshot_matches_what_the_core_accepts(
         "models",
         "priority",
         "limits",
+        "quota",
     }
+    assert key["quota"] is None and payload["tenants"][0]["quota"] is None
     assert payload["tenants"][0]["limits"] == {
         "rpm": 600,
         "tpm": 100_000,

@@ -1,24 +1,32 @@
-"""The usage drainer writes core events to SQL idempotently; the usage list is tenant-scoped."""
+"""The usage drainer: batches written once per request id, rollups only for the rows inserted,
+acknowledged only after the commit, a database outage waited out, malformed events kept aside;
+raw rows listed newest first and tenant-scoped; retention of raw rows."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from control.usage.drainer import UsageDrainer
-from control.usage.models import UsageRecord
+from control.usage.models import UsageRecord, UsageReject, UsageRollup
+from control.usage.retention import delete_old_rows
 from tests.control.helpers import Harness
+
+# 2026-03-04T05:06:07Z
+T0 = 1772600767.25
 
 
 def event(
-    request_id: str, tenant_id: str = "acme", key_id: str = "k1", **extra: Any
+    request_id: str, tenant_id: str = "acme", key_id: str = "k1", seq: int = 1, **extra: Any
 ) -> dict[str, Any]:
     base = {
-        "seq": 1,
+        "seq": seq,
         "request_id": request_id,
         "key_id": key_id,
         "key_prefix": "sk-sg-abcdef",
@@ -37,12 +45,14 @@ def event(
         "completion_tokens": 34,
         "cached_tokens": 0,
         "usage_source": "upstream",
+        "cost_micros": 7,
+        "price_version": 3,
         "queue_wait_ms": 0.1,
         "connect_ms": 1.5,
         "ttft_ms": 20.0,
         "tpot_ms": 2.0,
         "duration_ms": 90.0,
-        "started_at": time.time(),
+        "started_at": T0,
         "attempts": 1,
         "fallback": False,
         "client_retry_count": None,
@@ -51,13 +61,24 @@ def event(
 
 
 class FakeCore:
-    """Stands in for `Core.drain_usage`: hands out queued batches."""
+    """Stands in for `Core.drain_usage` and `Core.ack_usage`: hands out queued batches (as the
+    core does, a JSON array) and records the acknowledgements."""
 
-    def __init__(self, *batches: list[dict[str, Any]]) -> None:
-        self.batches = list(batches)
+    def __init__(self, *batches: list[Any]) -> None:
+        self.batches = [json.dumps(b) for b in batches]
+        self.acks: list[int] = []
+        self.on_ack: Any = None
 
-    def drain(self, max_events: int, timeout_ms: int) -> list[dict[str, Any]]:
-        return self.batches.pop(0) if self.batches else []
+    def drain(self, max_events: int, timeout_ms: int) -> str:
+        return self.batches.pop(0) if self.batches else "[]"
+
+    def ack(self, seq: int) -> None:
+        if self.on_ack is not None:
+            self.on_ack(seq)
+        self.acks.append(seq)
+
+    def drainer(self, harness: Harness, **options: Any) -> UsageDrainer:
+        return UsageDrainer(self.drain, harness.ctx.sessions, ack=self.ack, **options)
 
 
 def _rows(harness: Harness) -> list[UsageRecord]:
@@ -65,27 +86,74 @@ def _rows(harness: Harness) -> list[UsageRecord]:
         return list(session.scalars(sa.select(UsageRecord).order_by(UsageRecord.id)))
 
 
+def _rollups(harness: Harness) -> dict[tuple[str, int, str], tuple[int, ...]]:
+    r = UsageRollup
+    with harness.ctx.sessions() as session:
+        rows = session.execute(
+            sa.select(
+                r.granularity,
+                r.bucket,
+                r.model,
+                r.requests,
+                r.prompt_tokens,
+                r.completion_tokens,
+                r.cost_micros,
+                r.errors,
+            )
+        ).all()
+    return {(g, b, m): tuple(rest) for g, b, m, *rest in rows}
+
+
 def test_events_are_written_once_per_request_id(harness: Harness) -> None:
     core = FakeCore(
-        [event("r1"), event("r2")],
-        [event("r2"), event("r3", outcome="timeout", ttft_ms=None)],  # r2 replayed
+        [event("r1", seq=1), event("r2", seq=2)],
+        # r2 again (a replay after a crash between the commit and the acknowledgement)
+        [event("r2", seq=2), event("r3", seq=5, outcome="timeout", ttft_ms=None)],
     )
-    drainer = UsageDrainer(core.drain, harness.ctx.sessions)
-    assert drainer.flush() == 4
+    drainer = core.drainer(harness)
+    assert drainer.drain()
     rows = _rows(harness)
     assert [r.request_id for r in rows] == ["r1", "r2", "r3"]
     assert drainer.written == 3
     assert (rows[2].outcome, rows[2].ttft_ms, rows[0].completion_tokens) == ("timeout", None, 34)
-    assert abs(rows[0].started_at.timestamp() - time.time()) < 60
+    assert (rows[0].cost_micros, rows[0].price_version) == (7, 3)
+    assert rows[0].started_at == datetime(2026, 3, 4, 5, 6, 7, 250000, tzinfo=UTC)
+    assert core.acks == [2, 5]
 
 
-def test_a_failed_write_is_retried_before_anything_new(
+def test_rollups_count_only_the_rows_inserted(harness: Harness) -> None:
+    minute, hour, day = 1772600760, 1772600400, 1772582400
+    core = FakeCore(
+        [event("a", seq=1), event("b", seq=2, status=502, outcome="upstream_error")],
+        [
+            event("a", seq=1),  # replayed: already counted
+            event("c", seq=3, started_at=T0 + 60, model="other", cost_micros=100),
+            event("c", seq=3, started_at=T0 + 60, model="other", cost_micros=100),
+        ],
+    )
+    core.drainer(harness).drain()
+    rollups = _rollups(harness)
+    assert rollups[("minute", minute, "chat")] == (2, 24, 68, 14, 1)
+    assert rollups[("minute", minute + 60, "other")] == (1, 12, 34, 100, 0)
+    assert rollups[("hour", hour, "chat")] == (2, 24, 68, 14, 1)
+    assert rollups[("hour", hour, "other")] == (1, 12, 34, 100, 0)
+    assert rollups[("day", day, "chat")] == (2, 24, 68, 14, 1)
+    assert len(rollups) == 6
+
+
+def test_acknowledged_only_after_the_commit_and_kept_while_the_database_is_away(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    core = FakeCore([event("r1")], [event("r2")])
-    drainer = UsageDrainer(core.drain, harness.ctx.sessions)
+    core = FakeCore([event("r1", seq=4)], [event("r2", seq=9)])
+    drainer = core.drainer(harness)
+
+    def committed(seq: int) -> None:
+        # Acknowledged means stored: another session sees the rows already.
+        assert len(_rows(harness)) == {4: 1, 9: 2}[seq]
+
+    core.on_ack = committed
     real = harness.ctx.sessions
-    failures = {"left": 1}
+    failures = {"left": 2}
 
     def flaky() -> Any:
         if failures["left"]:
@@ -94,17 +162,64 @@ def test_a_failed_write_is_retried_before_anything_new(
         return real()
 
     monkeypatch.setattr(drainer, "_sessions", flaky)
-    with pytest.raises(sa.exc.OperationalError):
-        drainer.step(0)
-    assert len(core.batches) == 1  # r2 not taken yet
+    for _ in range(2):
+        with pytest.raises(sa.exc.OperationalError):
+            drainer.step(0)
+        assert (core.acks, drainer.pending, len(core.batches)) == ([], 1, 1)  # r2 not taken
     assert drainer.step(0) == 1  # r1, from the kept batch
     assert drainer.step(0) == 1  # then r2
+    assert core.acks == [4, 9]
     assert [r.request_id for r in _rows(harness)] == ["r1", "r2"]
 
 
-def test_the_drainer_thread_runs_and_flushes_on_stop(harness: Harness) -> None:
-    core = FakeCore(*[[event(f"t{i}")] for i in range(5)])
-    drainer = UsageDrainer(core.drain, harness.ctx.sessions, timeout_ms=10)
+def test_a_failed_acknowledgement_is_covered_by_the_next(harness: Harness) -> None:
+    core = FakeCore([event("r1", seq=1)], [event("r2", seq=2)])
+    calls: list[int] = []
+
+    def ack(seq: int) -> None:
+        calls.append(seq)
+        if seq == 1:
+            raise OSError("disk full")
+
+    drainer = UsageDrainer(core.drain, harness.ctx.sessions, ack=ack)
+    drainer.drain()
+    assert calls == [1, 2] and drainer.acknowledged == 2
+    assert len(_rows(harness)) == 2
+
+
+def test_malformed_events_are_kept_aside_and_the_rest_written(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    missing = event("missing", seq=2)
+    del missing["status"]
+    refused = event("refused", seq=3, model=None)  # the database refuses a null model
+    core = FakeCore(
+        [event("good1", seq=1), missing, refused, "not an event", event("good2", seq=5)]
+    )
+    drainer = core.drainer(harness)
+    assert drainer.drain()
+    assert [r.request_id for r in _rows(harness)] == ["good1", "good2"]
+    assert core.acks == [5]
+    with harness.ctx.sessions() as session:
+        rejects = {
+            (r.request_id, r.reason.split(":")[0]): json.loads(r.payload)
+            for r in session.scalars(sa.select(UsageReject))
+        }
+    assert set(rejects) == {
+        ("missing", "missing fields"),
+        ("refused", "refused by the database"),
+        (None, "not a JSON object"),
+    }
+    assert rejects[("missing", "missing fields")]["seq"] == 2
+    assert "usage event missing refused (missing fields: status)" in caplog.text
+    assert drainer.rejected == 3
+    # The good events were counted once.
+    assert sum(v[0] for k, v in _rollups(harness).items() if k[0] == "day") == 2
+
+
+def test_the_drainer_thread_runs_and_drains_on_stop(harness: Harness) -> None:
+    core = FakeCore(*[[event(f"t{i}", seq=i + 1)] for i in range(5)])
+    drainer = core.drainer(harness, timeout_ms=10)
     stop = threading.Event()
     thread = threading.Thread(target=drainer.run, args=(stop,))
     thread.start()
@@ -114,42 +229,56 @@ def test_the_drainer_thread_runs_and_flushes_on_stop(harness: Harness) -> None:
     stop.set()
     thread.join(5)
     assert not thread.is_alive()
-    assert len(_rows(harness)) == 5
+    assert len(_rows(harness)) == 5 and core.acks == [1, 2, 3, 4, 5]
 
 
-def test_a_malformed_event_is_reported_and_the_rest_written(
-    harness: Harness, caplog: pytest.LogCaptureFixture
-) -> None:
-    broken = event("bad")
-    del broken["status"]
-    core = FakeCore([broken, event("good")])
-    UsageDrainer(core.drain, harness.ctx.sessions).flush()
-    assert [r.request_id for r in _rows(harness)] == ["good"]
-    assert "usage event bad refused (fields: status)" in caplog.text
+def test_drain_waits_until_the_core_holds_nothing(harness: Harness) -> None:
+    core = FakeCore([event("r1", seq=1)])
+    backlog = iter([2, 1, 0])  # events not yet synced by the core's journal when first asked
+
+    def later() -> None:
+        core.batches.append(json.dumps([event("r2", seq=2)]))
+
+    def probe() -> int:
+        left = next(backlog)
+        if left == 1:
+            later()
+        return left
+
+    drainer = UsageDrainer(core.drain, harness.ctx.sessions, ack=core.ack, backlog=probe)
+    assert drainer.drain(deadline=time.monotonic() + 10)
+    assert [r.request_id for r in _rows(harness)] == ["r1", "r2"]
 
 
 def test_usage_list_filters_and_tenant_scope(harness: Harness, world: dict[str, Any]) -> None:
     acme_key, globex_key = world["acme_key"]["id"], world["globex_key"]["id"]
+    now = time.time()
     core = FakeCore(
         [
-            event("a1", "acme", acme_key),
-            event("a2", "acme", acme_key, model="other", outcome="upstream_error"),
-            event("g1", "globex", globex_key),
+            event("a1", "acme", acme_key, started_at=now - 3),
+            event("a2", "acme", acme_key, model="other", outcome="interrupted", started_at=now - 2),
+            event("g1", "globex", globex_key, started_at=now - 1),
         ]
     )
-    UsageDrainer(core.drain, harness.ctx.sessions).flush()
+    core.drainer(harness).drain()
     admin = harness.admin
     assert [u["request_id"] for u in admin.all_pages("/v1/admin/usage")] == ["g1", "a2", "a1"]
     assert [u["request_id"] for u in admin.all_pages("/v1/admin/usage", model="other")] == ["a2"]
     assert [
         u["request_id"]
-        for u in admin.all_pages("/v1/admin/usage", outcome="complete", tenant_id="acme")
-    ] == ["a1"]
+        for u in admin.all_pages("/v1/admin/usage", outcome="interrupted", tenant_id="acme")
+    ] == ["a2"]
     assert [u["request_id"] for u in admin.all_pages("/v1/admin/usage", key_id=globex_key)] == [
         "g1"
     ]
     paged = admin.all_pages("/v1/admin/usage", limit=1)
     assert [u["request_id"] for u in paged] == ["g1", "a2", "a1"]
+    since = datetime.fromtimestamp(now - 2.5, UTC).isoformat()
+    assert [u["request_id"] for u in admin.all_pages("/v1/admin/usage", since=since)] == [
+        "g1",
+        "a2",
+    ]
+    assert admin.get("/v1/admin/usage", cursor="bm9wZQ").status_code == 422
 
     acme = harness.as_token(admin.create_tenant_token("acme"))
     assert [u["request_id"] for u in acme.all_pages("/v1/admin/usage")] == ["a2", "a1"]
@@ -157,3 +286,17 @@ def test_usage_list_filters_and_tenant_scope(harness: Harness, world: dict[str, 
         "a2",
         "a1",
     ]
+
+
+def test_retention_deletes_old_raw_rows_in_batches_and_keeps_rollups(harness: Harness) -> None:
+    now = datetime(2026, 3, 4, tzinfo=UTC)
+    day = 86400.0
+    old = [event(f"old{i}", seq=i + 1, started_at=now.timestamp() - 40 * day + i) for i in range(5)]
+    recent = event("recent", seq=9, started_at=now.timestamp() - 29 * day)
+    FakeCore([*old, recent]).drainer(harness).drain()
+    before = _rollups(harness)
+    deleted = delete_old_rows(harness.ctx.sessions, 30, now=now, batch=2)
+    assert deleted == 5
+    assert [r.request_id for r in _rows(harness)] == ["recent"]
+    assert _rollups(harness) == before
+    assert delete_old_rows(harness.ctx.sessions, 30, now=now + timedelta(days=2)) == 1

@@ -1,0 +1,186 @@
+"""The usage drainer on its own: events/s and CPU per event writing synthetic usage events (as the
+core hands them out: JSON arrays of `--batch` events) to SQLite and PostgreSQL.
+
+    .venv/bin/python bench/drainer.py                        # both databases, 100k events
+    .venv/bin/python bench/drainer.py --db sqlite --events 50000
+
+CPU is this process's (`time.process_time`, every thread): the drainer's Python and, for SQLite,
+the database engine's own work, which runs in-process; PostgreSQL's work is in the server's
+processes, measured apart (`pg_stat_statements` is not assumed), so its CPU is not counted here.
+The figures include one `json.loads` per batch, measured alone too (the floor of any drainer
+that parses its input). Run it on an idle machine: it reports the best of `--repeat` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import sqlalchemy as sa
+
+from control import migrations
+from control.db import create_db_engine, session_factory
+from control.usage.drainer import UsageDrainer
+
+PG_URL = os.environ.get(
+    "SLUICEGATE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+MODELS = ("llama-3-8b", "llama-3-70b", "qwen-2.5-32b")
+
+
+def synthetic_events(count: int, keys: int, seed: int) -> list[dict[str, Any]]:
+    """Events shaped like the core's: time-ordered request ids, a few thousand keys over ten
+    tenants, three models, a mix of outcomes, about 1000 requests per second of start times."""
+    rng = random.Random(seed)
+    start = time.time() - count / 1000
+    out = []
+    for i in range(count):
+        k = rng.randrange(keys)
+        started = start + i / 1000
+        stream = rng.random() < 0.8
+        outcome = rng.choices(
+            ["complete", "client_cancelled", "upstream_error", "timeout"], [96, 2, 1, 1]
+        )[0]
+        completion = rng.randint(20, 400)
+        out.append(
+            {
+                "seq": i + 1,
+                "request_id": f"req_{int(started * 1000):012x}{rng.getrandbits(64):016x}",
+                "key_id": f"key_01J{k:023d}",
+                "key_prefix": f"sk-sg-{k:06d}",
+                "tenant_id": f"tenant-{k % 10}",
+                "endpoint": "chat_completions",
+                "model": MODELS[k % 3],
+                "upstream_model": f"meta/{MODELS[k % 3]}-instruct",
+                "pool": "main",
+                "upstream": f"vllm-{i % 4}",
+                "priority": "interactive",
+                "stream": stream,
+                "status": 200 if outcome != "upstream_error" else 502,
+                "outcome": outcome,
+                "error_code": None if outcome == "complete" else outcome,
+                "prompt_tokens": rng.randint(50, 2000),
+                "completion_tokens": completion,
+                "cached_tokens": 0,
+                "usage_source": "upstream" if outcome == "complete" else "estimated",
+                "cost_micros": rng.randint(10, 5000),
+                "price_version": 7,
+                "queue_wait_ms": rng.random() * 3,
+                "connect_ms": None if i % 10 else rng.random() * 2,
+                "ttft_ms": rng.lognormvariate(5, 0.3) if stream else None,
+                "tpot_ms": rng.lognormvariate(3, 0.2) if stream else None,
+                "duration_ms": rng.lognormvariate(8, 0.4),
+                "started_at": started,
+                "attempts": 1,
+                "fallback": False,
+                "client_retry_count": None,
+            }
+        )
+    return out
+
+
+def batches(events: list[dict[str, Any]], size: int) -> list[str]:
+    """What `Core.drain_usage` returns: compact JSON arrays."""
+    return [
+        json.dumps(events[i : i + size], separators=(",", ":")) for i in range(0, len(events), size)
+    ]
+
+
+@contextmanager
+def sqlite_url() -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="sluicegate-drainer-") as tmp:
+        yield f"sqlite:///{tmp}/bench.db"
+
+
+@contextmanager
+def postgresql_url(url: str) -> Iterator[str]:
+    schema = f"sgbench_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        parsed = sa.engine.make_url(url)
+        yield parsed.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
+            hide_password=False
+        )
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def run_once(url: str, texts: list[str], events: int) -> tuple[float, float]:
+    """Drain every batch into a fresh database: (events/s, CPU microseconds per event)."""
+    engine = create_db_engine(url)
+    migrations.upgrade(engine)
+    queue = list(texts)
+    acked: list[int] = []
+
+    def source(max_events: int, timeout_ms: int) -> str:
+        return queue.pop(0) if queue else "[]"
+
+    drainer = UsageDrainer(source, session_factory(engine), ack=acked.append)
+    cpu, wall = time.process_time(), time.perf_counter()
+    while drainer.step(0):
+        pass
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    with engine.connect() as conn:
+        stored = conn.execute(sa.text("SELECT count(*) FROM usage_records")).scalar_one()
+    engine.dispose()
+    if stored != events or acked[-1] != events:
+        raise SystemExit(f"expected {events} rows and acks up to it, got {stored} / {acked[-1:]}")
+    return events / wall, cpu / events * 1e6
+
+
+def parse_only(texts: list[str], events: int) -> float:
+    cpu = time.process_time()
+    for text in texts:
+        json.loads(text)
+    return (time.process_time() - cpu) / events * 1e6
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument(
+        "--batch", type=int, default=1000, help="events per drain (usage.drain_batch)"
+    )
+    parser.add_argument("--keys", type=int, default=5000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--pg-url", default=PG_URL)
+    args = parser.parse_args()
+
+    events = synthetic_events(args.events, args.keys, seed=7)
+    texts = batches(events, args.batch)
+    size = sum(len(t) for t in texts) / args.events
+    print(f"{args.events} events in batches of {args.batch}, {size:.0f} bytes of JSON each")
+    parse = min(parse_only(texts, args.events) for _ in range(args.repeat))
+    print(f"{'json.loads alone':<12} {'':>12} {parse:>8.1f} us CPU/event")
+    targets = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
+    for db in targets:
+        results = []
+        for _ in range(args.repeat):
+            context = sqlite_url() if db == "sqlite" else postgresql_url(args.pg_url)
+            with context as url:
+                results.append(run_once(url, texts, args.events))
+        rate = max(r[0] for r in results)
+        cpu = min(r[1] for r in results)
+        print(f"{db:<12} {rate:>9,.0f}/s {cpu:>8.1f} us CPU/event (best of {args.repeat})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

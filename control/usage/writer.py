@@ -1,0 +1,147 @@
+"""One batch of usage events into SQL, inside the caller's transaction: raw rows inserted once per
+request id (insert-or-ignore), and the rollups of exactly the rows inserted (a replayed event,
+ignored by the insert, is not counted twice), added with one upsert per batch.
+
+Each database takes the batch the cheapest way, because the drainer shares the gateway's CPU:
+- PostgreSQL gets the batch's JSON text as it came from the core, as one parameter: the server
+  unpacks it (`json_to_recordset`), inserts, aggregates what it inserted into the rollups and
+  returns the count, in one statement. This process adapts one string.
+- SQLite runs in this process: one `executemany` of plain tuples from the parsed events (the loop
+  runs in C, `started_at` turned into its stored text form by SQLite), then the rollups aggregated
+  by SQLite from the rows just inserted (ids above the largest before the batch: the drainer is
+  the only writer of usage rows).
+Aggregating in Python instead cost about as much as everything else together when a batch holds
+many keys (each event then makes its own three rollup rows).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from operator import itemgetter
+from typing import Any
+
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session
+
+from control.timeutil import utcnow
+from control.usage.events import ERROR_OUTCOMES, FIELDS
+from control.usage.rollups import COUNTERS
+
+_STARTED_AT = FIELDS.index("started_at")
+_row = itemgetter(*FIELDS)
+
+_PG_TYPES = {
+    "seq": "bigint",
+    "stream": "boolean",
+    "status": "integer",
+    "prompt_tokens": "bigint",
+    "completion_tokens": "bigint",
+    "cached_tokens": "bigint",
+    "cost_micros": "bigint",
+    "price_version": "bigint",
+    "queue_wait_ms": "double precision",
+    "connect_ms": "double precision",
+    "ttft_ms": "double precision",
+    "tpot_ms": "double precision",
+    "duration_ms": "double precision",
+    "started_at": "double precision",
+    "attempts": "integer",
+    "fallback": "boolean",
+    "client_retry_count": "integer",
+}
+
+_ROLLUP_COLUMNS = ("granularity", "bucket", "tenant_id", "key_id", "model", *COUNTERS)
+_ERROR = ", ".join(f"'{o}'" for o in sorted(ERROR_OUTCOMES))
+_SUMS = (
+    "count(*), sum(u.prompt_tokens), sum(u.completion_tokens), sum(u.cached_tokens), "
+    f"sum(u.cost_micros), sum(CASE WHEN u.status >= 400 OR u.outcome IN ({_ERROR}) "
+    "THEN 1 ELSE 0 END)"
+)
+_ADD = ", ".join(f"{c} = usage_rollups.{c} + excluded.{c}" for c in COUNTERS)
+_UPSERT = f"ON CONFLICT (granularity, bucket, tenant_id, key_id, model) DO UPDATE SET {_ADD}"
+
+
+def _rollup_insert(source: str, unix: str, granularities: str) -> str:
+    """Aggregate the rows of `source` (aliased `u`) per granularity and add them."""
+    bucket = f"({unix} / g.seconds) * g.seconds"
+    return (
+        f"INSERT INTO usage_rollups ({', '.join(_ROLLUP_COLUMNS)}) "
+        f"SELECT g.name, {bucket}, u.tenant_id, u.key_id, u.model, {_SUMS} "
+        f"FROM {source} CROSS JOIN {granularities} "
+        f"GROUP BY g.name, {bucket}, u.tenant_id, u.key_id, u.model {_UPSERT}"
+    )
+
+
+# --- SQLite ------------------------------------------------------------------------------------
+
+_SQLITE_VALUES = ["?"] * len(FIELDS)
+# The text form SQLAlchemy stores datetimes in on SQLite (microseconds; SQLite keeps millis).
+_SQLITE_VALUES[_STARTED_AT] = "strftime('%Y-%m-%d %H:%M:%f', ?, 'unixepoch') || '000'"
+SQLITE_INSERT = (
+    f"INSERT INTO usage_records ({', '.join(FIELDS)}, recorded_at) "
+    f"VALUES ({', '.join(_SQLITE_VALUES)}, ?) ON CONFLICT (request_id) DO NOTHING"
+)
+SQLITE_ROLLUP = _rollup_insert(
+    # The WHERE also settles SQLite's parsing of an upsert after a SELECT.
+    "(SELECT * FROM usage_records WHERE id > ?) AS u",
+    "CAST(strftime('%s', u.started_at) AS INTEGER)",
+    "(SELECT 'minute' AS name, 60 AS seconds UNION ALL SELECT 'hour', 3600 "
+    "UNION ALL SELECT 'day', 86400) AS g",
+)
+
+
+def _write_sqlite(conn: Connection, events: Sequence[dict[str, Any]]) -> int:
+    before = conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM usage_records").scalar_one()
+    recorded_at = utcnow().replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+    inserted: int = conn.exec_driver_sql(
+        SQLITE_INSERT, [(*_row(e), recorded_at) for e in events]
+    ).rowcount
+    if inserted:
+        conn.exec_driver_sql(SQLITE_ROLLUP, (before,))
+    return inserted
+
+
+# --- PostgreSQL --------------------------------------------------------------------------------
+
+_RECORD = ", ".join(f"{name} {_PG_TYPES.get(name, 'text')}" for name in FIELDS)
+_SELECTED = ", ".join(
+    "to_timestamp(e.started_at)" if name == "started_at" else f"e.{name}" for name in FIELDS
+)
+POSTGRESQL_WRITE = (
+    f"WITH e AS (SELECT * FROM json_to_recordset(%s::json) AS e({_RECORD})), "
+    f"ins AS (INSERT INTO usage_records ({', '.join(FIELDS)}, recorded_at) "
+    f"SELECT {_SELECTED}, now() FROM e ON CONFLICT (request_id) DO NOTHING "
+    "RETURNING started_at, tenant_id, key_id, model, prompt_tokens, completion_tokens, "
+    "cached_tokens, cost_micros, status, outcome), "
+    "roll AS ("
+    + _rollup_insert(
+        "ins AS u",
+        "CAST(floor(extract(epoch FROM u.started_at)) AS bigint)",
+        "(VALUES ('minute', 60), ('hour', 3600), ('day', 86400)) AS g(name, seconds)",
+    )
+    + ") SELECT count(*) FROM ins"
+)
+
+
+def _write_postgresql(conn: Connection, text: str) -> int:
+    inserted = conn.exec_driver_sql(POSTGRESQL_WRITE, (text,)).scalar_one()
+    return int(inserted)
+
+
+# --- both ----------------------------------------------------------------------------------------
+
+
+def write_events(session: Session, events: Sequence[dict[str, Any]], raw: str | None = None) -> int:
+    """Store events (a batch, or a part of one) inside the session's transaction; returns how
+    many were new. `raw`: the JSON text that holds exactly these events, as the core handed it
+    out (PostgreSQL then takes it as is). Raises when an event cannot be stored as it is (a
+    malformed one): the caller splits the batch."""
+    if not events:
+        return 0
+    conn = session.connection()
+    if conn.dialect.name == "postgresql":
+        return _write_postgresql(conn, raw if raw is not None else json.dumps(events))
+    if conn.dialect.name != "sqlite":
+        raise RuntimeError(f"usage rows need SQLite or PostgreSQL, not {conn.dialect.name}")
+    return _write_sqlite(conn, events)
