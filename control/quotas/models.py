@@ -2,8 +2,9 @@
 
 `quota_since` and `quota_anchor` are unix seconds, so that the ledger's sums (over rollups whose
 buckets are unix seconds too) stay integer arithmetic on both databases:
-- `quota_since` (minute-aligned): the count starts here at the earliest. A `none` quota counts from
-  when it was set; any quota counts from its last reset (the start of that minute).
+- `quota_since`: the count starts here at the earliest (a second). A `none` quota counts from
+  when it was set; any quota counts from its last reset. The ledger reads rollups for the whole
+  minutes and raw rows for the seconds before the first (`ledger.py`).
 - `quota_anchor`: when the quota was last set, re-periodized or reset. It goes to the core as the
   quota's `period_start` when later than the period's own start: the core takes the ledger's
   figure again when it moves forward, and keeps its live count otherwise.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from control.usage.rollups import DAY, MINUTE, floor_to
+from control.usage.rollups import DAY, floor_to
 
 
 def period_start(period: str, now: int) -> int | None:
@@ -30,7 +30,7 @@ def period_end(period: str, now: int) -> int | None:
 
 
 def counted_from(period: str, since: int | None, now: int) -> int:
-    """Where the ledger's count starts (minute-aligned): the period's start, or `quota_since`
+    """Where the ledger's count starts (unix second): the period's start, or `quota_since`
     (set for `none`, last reset) when later."""
     return max(period_start(period, now) or 0, since or 0)
 
@@ -39,7 +39,3 @@ def core_period_start(period: str, anchor: int | None, now: int) -> int:
     """The `period_start` the core gets: moving it forward makes the core take the ledger's
     figure again (a new definition, a reset); within a period it stays put."""
     return max(period_start(period, now) or 0, anchor or 0)
-
-
-def minute_of(now: int) -> int:
-    return floor_to(now, MINUTE)

@@ -15,7 +15,6 @@ from sqlalchemy.orm import Session
 from control.errors import FieldError
 from control.keys.models import ApiKey
 from control.quotas.models import QuotaColumns
-from control.quotas.periods import minute_of
 from control.quotas.schemas import QuotaIn, QuotaOut
 
 
@@ -69,19 +68,19 @@ def set_quota(row: QuotaColumns, quota: QuotaIn | None, now: datetime) -> None:
     if not redefined:
         return
     row.quota_period = quota.period
-    reset = None if row.quota_reset_at is None else minute_of(int(row.quota_reset_at.timestamp()))
+    reset = None if row.quota_reset_at is None else int(row.quota_reset_at.timestamp())
     if quota.period == "none":
-        # One allowance: counted from now (the start of this minute).
-        row.quota_since = minute_of(int(now.timestamp()))
+        # One allowance: counted from now.
+        row.quota_since = int(now.timestamp())
     else:
         row.quota_since = reset
     row.quota_anchor = _next_anchor(row, now)
 
 
 def reset(row: QuotaColumns, now: datetime) -> None:
-    """The operator's reset: the count starts again at the start of this minute."""
+    """The operator's reset: the count starts again now (the second)."""
     row.quota_reset_at = now
-    row.quota_since = minute_of(int(now.timestamp()))
+    row.quota_since = int(now.timestamp())
     row.quota_anchor = _next_anchor(row, now)
 
 

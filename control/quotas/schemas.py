@@ -48,7 +48,7 @@ class QuotaStatus(QuotaOut):
 
     period_start: datetime = Field(
         description="Start of the counted period: the period's own start, when the quota was "
-        "set (`none`), or the start of the minute of the last reset, whichever is latest"
+        "set (`none`), or the last reset, whichever is latest"
     )
     period_end: datetime | None = Field(description="When the next period starts (null: never)")
     used_tokens: int

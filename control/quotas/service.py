@@ -2,7 +2,7 @@
 
 A reset is a change like any other: one transaction, pushed to the core before the commit (a
 key's as a key change, a tenant's in a whole snapshot), with its audit row. The core then takes
-the ledger's count of the new period, which starts at the minute of the reset.
+the ledger's count of the new period, which starts at the second of the reset.
 """
 
 from __future__ import annotations
