@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench import overload
+
 
 def _f(v: Any, digits: int = 2) -> str:
     if v is None:
@@ -123,4 +125,6 @@ def markdown(results: dict[str, Any]) -> str:
         per = mem["bytes_per_additional_stream"]
         per_kib = per / 1024 if per is not None else None
         lines += ["", f"RSS per additional open stream: {_f(per_kib, 1)} KiB."]
+    if results.get("overload"):
+        lines += ["", overload.markdown(results["overload"])]
     return "\n".join(lines) + "\n"

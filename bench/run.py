@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import calibration, compare, memory, report
+from bench import calibration, compare, memory, overload, report
 from bench.gateway import free_port, start_gateway
 from bench.nginx import start_nginx
 from bench.procs import ROOT, sluicegate, start, wait_for_line
@@ -33,6 +33,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="short phases: a smoke run")
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--skip-overload", action="store_true")
     args = parser.parse_args()
     seconds = 3 if args.quick else 10
     levels = [200, 400] if args.quick else [1000, 2000, 5000, 10000]
@@ -84,6 +85,10 @@ def main() -> int:
             finally:
                 held.proc.stop()
                 stop_memory_sim()
+        if not args.skip_overload:
+            results["overload"] = overload.run(
+                workdir / "overload", 5 if args.quick else 20, proxy_cpu, client_cpu
+            )
     results["seconds"] = round(time.time() - started, 1)
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "quick" if args.quick else "latest"

@@ -52,6 +52,8 @@ pub struct PoolGate {
     inflight: AtomicU32,
     queued: AtomicU32,
     depth: [AtomicU32; LANES],
+    /// The most requests that ever waited at once in each lane: the evidence that the bound held.
+    depth_peak: [AtomicU32; LANES],
     next_id: AtomicU64,
     /// Mean time a permit is held (exponentially weighted), for wait estimates.
     hold_ewma_us: AtomicU64,
@@ -70,6 +72,7 @@ impl PoolGate {
             inflight: AtomicU32::new(0),
             queued: AtomicU32::new(0),
             depth: std::array::from_fn(|_| AtomicU32::new(0)),
+            depth_peak: std::array::from_fn(|_| AtomicU32::new(0)),
             next_id: AtomicU64::new(1),
             hold_ewma_us: AtomicU64::new(0),
             lanes: Mutex::new(Lanes::default()),
@@ -82,6 +85,10 @@ impl PoolGate {
 
     pub fn depth(&self, priority: Priority) -> u32 {
         self.depth[priority.index()].load(Ordering::Relaxed)
+    }
+
+    pub fn depth_peak(&self, priority: Priority) -> u32 {
+        self.depth_peak[priority.index()].load(Ordering::Relaxed)
     }
 
     pub fn config(&self) -> Arc<AdmissionConfig> {
@@ -207,7 +214,8 @@ impl PoolGate {
         let (tx, rx) = oneshot::channel();
         lanes.push(lane, Waiter { id, tenant: tenant.clone(), tx });
         self.queued.fetch_add(1, Ordering::AcqRel);
-        self.depth[lane].fetch_add(1, Ordering::AcqRel);
+        let depth = self.depth[lane].fetch_add(1, Ordering::AcqRel) + 1;
+        self.depth_peak[lane].fetch_max(depth, Ordering::Relaxed);
         Ok(Entry::Queued(Ticket { gate: self.clone(), lane, id, rx, give_up_at, deadline_bound }))
     }
 }

@@ -69,6 +69,9 @@ async fn free_slots_admit_at_once_then_requests_queue_in_order() {
     let (label, _second) = rx.recv().await.unwrap();
     assert_eq!(label, "second");
     assert_eq!(gate.depth(Priority::Interactive), 1);
+    // The peak remembers the deepest the lane got, after it drained.
+    assert_eq!(gate.depth_peak(Priority::Interactive), 3);
+    assert_eq!(gate.depth_peak(Priority::Batch), 0);
 }
 
 #[tokio::test(start_paused = true)]

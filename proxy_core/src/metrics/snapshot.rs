@@ -68,6 +68,12 @@ pub fn pool_gauges(snapshot: &crate::config::Snapshot) -> Vec<FamilySnapshot> {
         "Requests waiting for admission, by pool and priority.",
         &["pool", "priority"],
     );
+    let mut depth_peak = FamilySnapshot::new(
+        "sluicegate_queue_depth_peak",
+        "gauge",
+        "Most requests that waited at once since the pool was created, by pool and priority.",
+        &["pool", "priority"],
+    );
     let mut depth_limit = FamilySnapshot::new(
         "sluicegate_queue_limit",
         "gauge",
@@ -123,6 +129,7 @@ pub fn pool_gauges(snapshot: &crate::config::Snapshot) -> Vec<FamilySnapshot> {
             for priority in Priority::ALL {
                 let labels = vec![pool.id.to_string(), priority.as_str().to_string()];
                 depth.value(labels.clone(), f64::from(pool.gate.depth(priority)));
+                depth_peak.value(labels.clone(), f64::from(pool.gate.depth_peak(priority)));
                 depth_limit.value(labels, config.lane(priority).max_depth as f64);
             }
             inflight.value(vec![pool.id.to_string()], f64::from(pool.gate.inflight()));
@@ -139,6 +146,7 @@ pub fn pool_gauges(snapshot: &crate::config::Snapshot) -> Vec<FamilySnapshot> {
     }
     vec![
         depth,
+        depth_peak,
         depth_limit,
         inflight,
         inflight_limit,
