@@ -158,6 +158,40 @@ def test_pool_queue_waits_then_serves_and_sheds_when_full(sim_factory, gateway_f
     assert all(s["value"] == 0 for s in depth)
 
 
+def test_a_freed_slot_goes_to_a_waiter_in_the_same_pool_not_to_the_fallback(
+    sim_factory, gateway_factory
+) -> None:
+    """With every member at its cap, the slot a finished request frees is taken by a waiter
+    that must find that member free too: the member's count falls before the slot is handed
+    on, so saturation never spills into the fallback pool."""
+    sim = sim_factory("--ttft-ms", "5", "--itl-ms", "2")
+    spare = sim_factory("--ttft-ms", "5", "--itl-ms", "2")
+    cfg = ConfigBuilder().tenant("t1")
+    key = cfg.key("k1", "t1")
+    members = [member(f"m{i}", sim.address, max_concurrency=1) for i in range(2)]
+    cfg.pool("main", members)
+    cfg.pool("spare", [member("s1", spare.address)])
+    cfg.route("m", ("main", "sim"), ("spare", "sim"))
+    gw = gateway_factory(cfg)
+    stream_body = {**BODY, "stream": True, "max_tokens": 5}
+    statuses: list[int] = []
+
+    def client() -> None:
+        with httpx.Client(timeout=30) as c:
+            for _ in range(10):
+                r = c.post(gw.url + CHAT, json=stream_body, headers=key.headers)
+                statuses.append(r.status_code)
+
+    threads = [threading.Thread(target=client) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert statuses == [200] * 80
+    pools = [e["pool"] for e in gw.drain(expect=80)]
+    assert pools == ["main"] * 80, f"{pools.count('spare')} of 80 went to the fallback"
+
+
 def test_deadline_bounds_queue_wait_and_is_validated(sim_factory, gateway_factory) -> None:
     sim = sim_factory("--ttft-ms", "500", "--itl-ms", "1")
     cfg, key = build(sim, admission={"max_inflight": 1})

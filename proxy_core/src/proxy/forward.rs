@@ -384,6 +384,6 @@ fn relay(
     }
     parts.extensions = http::Extensions::new();
     parts.version = ctx.client_version;
-    let body = RelayBody::new(body, mode, timers, guard, (attempt.permit, attempt.lease));
+    let body = RelayBody::new(body, mode, timers, guard, (attempt.lease, attempt.permit));
     Response::from_parts(parts, ProxyBody::Relay(body))
 }

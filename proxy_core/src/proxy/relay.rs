@@ -65,8 +65,10 @@ pub struct RelayBody {
     client_deadline: Option<Pin<Box<Sleep>>>,
     state: State,
     guard: UsageGuard,
-    /// The pool slot, and the member lease that passes the attempt's verdict to its health.
-    held: (Permit, MemberLease),
+    /// The member lease that passes the attempt's verdict to its health, and the pool slot.
+    /// Fields drop in order: the member's count falls before the slot goes to the next waiter,
+    /// so that waiter finds the member free instead of skipping to a fallback pool.
+    held: (MemberLease, Permit),
 }
 
 impl RelayBody {
@@ -75,7 +77,7 @@ impl RelayBody {
         mode: RelayMode,
         timers: Timers,
         guard: UsageGuard,
-        held: (Permit, MemberLease),
+        held: (MemberLease, Permit),
     ) -> Self {
         Self {
             upstream,
@@ -103,7 +105,7 @@ impl RelayBody {
             trace.error = Some(kind);
         }
         let verdict = if kind.origin() == Origin::Upstream { Verdict::Failure } else { Verdict::Neutral };
-        self.held.1.set_verdict(verdict);
+        self.held.0.set_verdict(verdict);
         match &mut self.mode {
             RelayMode::Stream { tap, flavor } => {
                 let mut tail = tap.take_partial().map(|b| b.to_vec()).unwrap_or_default();
@@ -141,7 +143,7 @@ impl RelayBody {
                     trace.relayed_tokens = stats.content_events;
                 }
                 let outcome = if stats.upstream_error {
-                    self.held.1.set_verdict(Verdict::Failure);
+                    self.held.0.set_verdict(Verdict::Failure);
                     Outcome::UpstreamError
                 } else {
                     Outcome::Complete
