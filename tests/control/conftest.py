@@ -24,26 +24,12 @@ from control.app import create_app
 from control.core_bridge import CoreBridge
 from control.settings import Settings, load_settings
 from tests.control.helpers import ADMIN_TOKEN, ENCRYPTION_KEY, PEPPER, Api, Harness
-
-PG_URL = os.environ.get(
-    "SLUICEGATE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
-
-
-def _pg_problem() -> str | None:
-    try:
-        engine = sa.create_engine(PG_URL)
-        with engine.connect() as conn:
-            conn.execute(sa.text("SELECT 1"))
-        engine.dispose()
-        return None
-    except Exception as e:
-        return f"PostgreSQL at SLUICEGATE_TEST_PG_URL is unreachable: {type(e).__name__}: {e}"
+from tests.support.pg import PG_URL, create_schema, drop_schema, pg_problem, with_search_path
 
 
 @pytest.fixture(scope="session")
 def pg_url() -> str:
-    problem = _pg_problem()
+    problem = pg_problem()
     if problem is not None:
         if os.environ.get("CI") == "true":
             pytest.fail(problem)
@@ -51,26 +37,15 @@ def pg_url() -> str:
     return PG_URL
 
 
-def _with_search_path(url: str, schema: str) -> str:
-    parsed = sa.engine.make_url(url)
-    return parsed.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
-        hide_password=False
-    )
-
-
 @pytest.fixture(scope="session")
 def pg_session_url(pg_url: str) -> Iterator[str]:
     """A schema of this test session's own; tables are emptied before each test."""
     schema = f"sgtest_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    create_schema(pg_url, schema)
     try:
-        yield _with_search_path(pg_url, schema)
+        yield with_search_path(pg_url, schema)
     finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+        drop_schema(pg_url, schema)
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from control.models import metadata
 from control.pools.models import Pool
 from control.pools.policies import Admission, Ejection, Retry
 from control.tenants.models import Tenant
-from tests.control.conftest import _with_search_path
+from tests.support.pg import with_search_path
 
 
 def test_migrations_match_the_models(database_url: str) -> None:
@@ -47,7 +47,7 @@ def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
     with admin.connect() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     try:
-        yield _with_search_path(pg_url, schema)
+        yield with_search_path(pg_url, schema)
     finally:
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
