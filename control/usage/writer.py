@@ -59,7 +59,7 @@ _SUMS = (
     "THEN 1 ELSE 0 END)"
 )
 _ADD = ", ".join(f"{c} = usage_rollups.{c} + excluded.{c}" for c in COUNTERS)
-_UPSERT = f"ON CONFLICT (granularity, bucket, tenant_id, key_id, model) DO UPDATE SET {_ADD}"
+_UPSERT = f"ON CONFLICT (granularity, key_id, bucket, model) DO UPDATE SET {_ADD}"
 
 
 def _rollup_insert(source: str, unix: str, granularities: str) -> str:

@@ -71,13 +71,9 @@ def upgrade() -> None:
             name=op.f("ck_usage_rollups_granularity"),
         ),
         sa.PrimaryKeyConstraint(
-            "granularity", "bucket", "tenant_id", "key_id", "model", name=op.f("pk_usage_rollups")
+            "granularity", "key_id", "bucket", "model", name=op.f("pk_usage_rollups")
         ),
-    )
-    op.create_index(
-        "ix_usage_rollups_granularity_key_id_bucket",
-        "usage_rollups",
-        ["granularity", "key_id", "bucket"],
+        sqlite_with_rowid=False,
     )
     op.create_index(
         "ix_usage_rollups_granularity_tenant_id_bucket",
@@ -123,7 +119,6 @@ def _backfill(granularity: str, seconds: int) -> None:
 def downgrade() -> None:
     op.drop_table("usage_rejects")
     op.drop_index("ix_usage_rollups_granularity_tenant_id_bucket", table_name="usage_rollups")
-    op.drop_index("ix_usage_rollups_granularity_key_id_bucket", table_name="usage_rollups")
     op.drop_table("usage_rollups")
     op.drop_index("ix_usage_records_started_at_id", table_name="usage_records")
     op.drop_index("ix_usage_records_key_id_started_at_id", table_name="usage_records")
