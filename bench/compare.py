@@ -50,7 +50,10 @@ def run(
     nginx_proc: Proc,
     seconds: int,
     client_cpu: int | None,
+    baselines: dict[str, Gateway] | None = None,
 ) -> dict[str, Any]:
+    """`baselines`: the data plane alone (`usage_off`) and journaling only (`journal_only`,
+    `bench/bare_core.py`), run at c=64 only, to price usage accounting on the request path."""
     results: dict[str, dict[str, Any]] = {}
     cpu: dict[str, float] = {}
     for scenario, args in SCENARIOS.items():
@@ -69,6 +72,18 @@ def run(
             if proc and scenario == "whole_c64":
                 cpu[target] = (proc.cpu_seconds() - before) / max(report["requests"], 1)
             results[scenario][target] = report
+    for name, baseline in (baselines or {}).items():
+        before = baseline.proc.cpu_seconds()
+        report = loadgen.run(
+            workdir,
+            f"whole_c64-{name}",
+            baseline.url,
+            [*SCENARIOS["whole_c64"], "--model", MODEL, "--duration", f"{seconds}s"],
+            client_cpu,
+            baseline.key,
+        )
+        cpu[name] = (baseline.proc.cpu_seconds() - before) / max(report["requests"], 1)
+        results["whole_c64"][name] = report
     return {"reports": results, "cpu_seconds_per_request": cpu}
 
 
@@ -124,5 +139,12 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
         "throughput_c64_vs_nginx": ratio(g["whole_c64_rps"], n["whole_c64_rps"]),
         "throughput_c64_vs_direct": ratio(g["whole_c64_rps"], out["direct"]["whole_c64_rps"]),
     }
+    for name in ("usage_off", "journal_only"):
+        if name in r["whole_c64"]:
+            out[name] = {"whole_c64_rps": r["whole_c64"][name]["requests_per_s"]}
+    if "usage_off" in out:
+        out["ratios"]["throughput_usage_on_vs_off"] = ratio(
+            g["whole_c64_rps"], out["usage_off"]["whole_c64_rps"]
+        )
     out["cpu_seconds_per_request"] = data["cpu_seconds_per_request"]
     return out

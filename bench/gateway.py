@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,3 +109,20 @@ def start_gateway(
     )
     created.raise_for_status()
     return Gateway(proc, url, admin, created.json()["key"])
+
+
+def start_bare_core(workdir: Path, sim: str, cpu: int | None, journal: bool = False) -> Gateway:
+    """The data plane alone (`bench/bare_core.py`): the "usage off" baseline; with `journal`,
+    the data plane journaling its usage events, undrained."""
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    name = "bare-core-journal" if journal else "bare-core"
+    extra = [str(workdir / "bare-journal")] if journal else []
+    proc = start(
+        name,
+        [sys.executable, "-m", "bench.bare_core", sim, *extra],
+        workdir,
+        cpu,
+        env={**os.environ, **env},
+    )
+    match = wait_for_line(proc, r"listening on (http://\S+) key (\S+)")
+    return Gateway(proc, match.group(1), "", match.group(2))

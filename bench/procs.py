@@ -35,9 +35,26 @@ class Proc:
         return 0
 
     def cpu_seconds(self) -> float:
-        """User + system CPU time of the process and its threads."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICKS
+        """User + system CPU time of the process, its threads and its live descendants (nginx
+        serves from a worker process under its master)."""
+        stats = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                # After the name: state, ppid, ..., utime (11), stime (12).
+                stats[int(entry.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+        tree, grew = {self.pid}, True
+        while grew:
+            grew = False
+            for pid, (ppid, _) in stats.items():
+                if ppid in tree and pid not in tree:
+                    tree.add(pid)
+                    grew = True
+        total = sum(stats[pid][1] for pid in tree if pid in stats)
+        return total / TICKS
 
     def stop(self, timeout: float = 20.0) -> None:
         if self.popen.poll() is None:

@@ -110,6 +110,17 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"Idle RSS of the whole `serve` process: {results['idle_rss_kib'] / 1024:.1f} MiB.",
     ]
+    if s.get("usage_off"):
+        lines += ["", "Usage accounting priced (non-streaming c=64, all on the proxy's CPU):", ""]
+        lines += [_row(["gateway", "req/s", "CPU-seconds per request"]), _row(["---"] * 3)]
+        for name, words in (
+            ("usage_off", "data plane alone (no journal, drainer or SQL)"),
+            ("journal_only", "data plane + usage journal (undrained)"),
+            ("gateway", "`serve`: journal + drainer + SQLite ledger"),
+        ):
+            rps = g["whole_c64_rps"] if name == "gateway" else s.get(name, {}).get("whole_c64_rps")
+            lines.append(_row([words, _f(rps, 0), _f(cpu.get(name), 6)]))
+        lines += ["", f"Usage on / off: {_f(r['throughput_usage_on_vs_off'])}."]
     cal = results.get("calibration")
     if cal:
         configured = (

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import calibration, compare, memory, overload, report
-from bench.gateway import free_port, start_gateway
+from bench.gateway import free_port, start_bare_core, start_gateway
 from bench.nginx import start_nginx
 from bench.procs import ROOT, sluicegate, start, wait_for_line
 
@@ -52,12 +52,23 @@ def main() -> int:
         nginx_port = free_port()
         nginx = start_nginx(workdir, sim_address, nginx_port, proxy_cpu)
         gateway = start_gateway(workdir, sim_address, proxy_cpu)
-        procs = [sim, nginx, gateway.proc]
+        baselines = {
+            "usage_off": start_bare_core(workdir, sim_address, proxy_cpu),
+            "journal_only": start_bare_core(workdir, sim_address, proxy_cpu, journal=True),
+        }
+        procs = [sim, nginx, gateway.proc, *(b.proc for b in baselines.values())]
         try:
             time.sleep(1.0)
             idle_rss = gateway.proc.rss_kib()
             data = compare.run(
-                workdir, sim_address, f"127.0.0.1:{nginx_port}", gateway, nginx, seconds, client_cpu
+                workdir,
+                sim_address,
+                f"127.0.0.1:{nginx_port}",
+                gateway,
+                nginx,
+                seconds,
+                client_cpu,
+                baselines=baselines,
             )
             results: dict[str, Any] = {
                 "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),

@@ -89,6 +89,7 @@ class CoreSettings(Section):
 class UsageSettings(Section):
     drain_batch: int = Field(default=1000, ge=1, le=100_000)
     drain_timeout_ms: int = Field(default=200, ge=1, le=60_000)
+    drain_linger_ms: int = Field(default=50, ge=0, le=10_000)
     # The core's durable usage journal (one process per directory). Unset: beside the SQLite
     # file ("<database file>.usage-journal"), or "./sluicegate-journal" with PostgreSQL.
     journal_dir: Path | None = None
@@ -142,6 +143,7 @@ ENV: dict[str, tuple[str, str]] = {
     "SLUICEGATE_CORE_USAGE_BACKLOG_LIMIT": ("core", "usage_backlog_limit"),
     "SLUICEGATE_USAGE_DRAIN_BATCH": ("usage", "drain_batch"),
     "SLUICEGATE_USAGE_DRAIN_TIMEOUT_MS": ("usage", "drain_timeout_ms"),
+    "SLUICEGATE_USAGE_DRAIN_LINGER_MS": ("usage", "drain_linger_ms"),
     "SLUICEGATE_USAGE_JOURNAL_DIR": ("usage", "journal_dir"),
     "SLUICEGATE_USAGE_RAW_RETENTION_DAYS": ("usage", "raw_retention_days"),
     **{

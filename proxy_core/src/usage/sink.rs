@@ -133,18 +133,29 @@ impl UsageSink {
             }
         };
         let line = bytes.clone();
-        match &self.journal {
+        let first = match &self.journal {
             Some(journal) => {
                 if let Err(e) = journal.end(seq, &bytes, ticket) {
                     // Still hand it out from memory: losing it now would be worse.
                     self.journal_error(&e);
                 }
+                let first = q.pending.is_empty();
                 q.pending.push_back((seq, bytes));
+                first
             }
-            None => q.ready.push_back((seq, bytes)),
-        }
+            None => {
+                let first = q.ready.is_empty();
+                q.ready.push_back((seq, bytes));
+                first
+            }
+        };
         drop(q);
-        self.changed.notify_all();
+        // Only the first event of a batch wakes anyone: the syncer sleeps only while nothing is
+        // pending, a drainer waits only while nothing is ready. A wake-up per event would cost
+        // the data plane a futex call and a context switch per request.
+        if first {
+            self.changed.notify_all();
+        }
         Some(line)
     }
 
