@@ -8,7 +8,7 @@ DEPS := $(VENV)/.deps-installed
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint test-rust test-python build-dev build-release bench clean
+.PHONY: demo test lint test-rust test-python build-dev build-release bench clean promtool
 
 $(PYTHON):
 	$(PY) -m venv $(VENV)
@@ -41,7 +41,12 @@ lint: build-dev
 test-rust:
 	cargo test --quiet
 
-test-python: build-dev
+# promtool (Debian's prometheus package) checks the /metrics exposition in the e2e suite.
+promtool:
+	@command -v promtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
+test-python: build-dev promtool
 	$(BIN)/pytest -q
 
 test: lint test-rust test-python
