@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -92,23 +93,17 @@ class CoreBridge:
         """Push a whole snapshot. Raises `ConfigError` (the NACK) and remembers it, except
         `StaleConfigError` (the core runs a newer version): not a verdict on the snapshot, the
         caller resynchronizes the version and pushes again."""
-        with self._lock:
-            try:
-                acked = self._core.apply_config(version, payload)
-            except StaleConfigError:
-                raise
-            except ConfigError as e:
-                self._rejection = Rejection(version, refusal_of(e).message, utcnow())
-                raise
-            self._acknowledged = Acknowledged(acked, utcnow())
-            return acked
+        return self._push(self._core.apply_config, version, payload)
 
     def apply_keys(self, version: int, payload: str) -> int:
         """Push key changes (`{"upsert": [...], "remove": [...]}`) on top of the snapshot in
         force; the same ACK/NACK bookkeeping and version rule as `apply`."""
+        return self._push(self._core.apply_key_changes, version, payload)
+
+    def _push(self, send: Callable[[int, str], int], version: int, payload: str) -> int:
         with self._lock:
             try:
-                acked = self._core.apply_key_changes(version, payload)
+                acked = send(version, payload)
             except StaleConfigError:
                 raise
             except ConfigError as e:

@@ -18,6 +18,7 @@ from control.pagination import decode_cursor, encode_cursor
 from control.schemas import Page
 from control.timeutil import as_utc, from_unix, utcnow
 from control.usage import repository
+from control.usage.events import FIELDS
 from control.usage.models import GRANULARITIES
 from control.usage.repository import Position, UsageFilters
 from control.usage.rollups import COUNTERS, MINUTE, ceil_to, floor_to
@@ -173,37 +174,8 @@ def latency(
 
 # --- CSV export ----------------------------------------------------------------------------------
 
-CSV_COLUMNS = (
-    "started_at",
-    "request_id",
-    "tenant_id",
-    "key_id",
-    "key_prefix",
-    "endpoint",
-    "model",
-    "upstream_model",
-    "pool",
-    "upstream",
-    "priority",
-    "stream",
-    "status",
-    "outcome",
-    "error_code",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "usage_source",
-    "cost_micros",
-    "price_version",
-    "queue_wait_ms",
-    "connect_ms",
-    "ttft_ms",
-    "tpot_ms",
-    "duration_ms",
-    "attempts",
-    "fallback",
-    "client_retry_count",
-)
+# The raw row's fields, its start first; `seq` only numbered the core's hand-off.
+CSV_COLUMNS = ("started_at", *(f for f in FIELDS if f not in ("seq", "started_at")))
 EXPORT_PAGE = 2000
 
 

@@ -19,9 +19,9 @@ ADMIN = re.compile(r"\(admin http://(\S+)\)")
 GENERATED_TOKEN = re.compile(r"SLUICEGATE_ADMIN_TOKEN=(\S+)")
 
 
-def start_serve(tmp_path: Path) -> tuple[Proc, str, str]:
-    """A started `sluicegate serve` on loopback; returns it, the admin address and the
-    generated admin token."""
+def start_serve(tmp_path: Path, extra_config: str = "") -> tuple[Proc, str, str]:
+    """A started `sluicegate serve` on loopback (with `extra_config` appended to its TOML);
+    returns it, the admin address and the generated admin token."""
     config = tmp_path / "sluicegate.toml"
     config.write_text(
         f"""
@@ -42,7 +42,7 @@ workers = 2
 
 [usage]
 drain_timeout_ms = 50
-"""
+{extra_config}"""
     )
     proc = start_cli(["serve", "--config", str(config)], tmp_path / "serve.log", timeout=60)
     text = proc.log.read_text()

@@ -18,42 +18,14 @@ import httpx
 import pytest
 from sluicegate.status_cli import triple
 
-from tests.e2e.helpers import ADMIN, ENCRYPTION_KEY, GENERATED_TOKEN, PEPPER, cli
-from tests.support.procs import Proc, start_cli, start_sim
+from tests.e2e import helpers
+from tests.e2e.helpers import cli
+from tests.support.procs import Proc, start_sim
 
 
 def start_serve(tmp_path: Path) -> tuple[Proc, str, str]:
     """`sluicegate serve` whose doctor compares the last 20 s with the 30 s before."""
-    config = tmp_path / "sluicegate.toml"
-    config.write_text(
-        f"""
-[server]
-data_listen = "127.0.0.1:0"
-admin_listen = "127.0.0.1:0"
-shutdown_grace_seconds = 5
-
-[database]
-url = "sqlite:///{tmp_path}/sluicegate.db"
-
-[secrets]
-key_pepper = "{PEPPER}"
-encryption_key = "{ENCRYPTION_KEY}"
-
-[core]
-workers = 2
-
-[doctor]
-recent_seconds = 20
-baseline_seconds = 30
-"""
-    )
-    proc = start_cli(["serve", "--config", str(config)], tmp_path / "serve.log", timeout=60)
-    text = proc.log.read_text()
-    admin, token = ADMIN.search(text), GENERATED_TOKEN.search(text)
-    if not (admin and token):
-        proc.kill()
-        raise AssertionError(text)
-    return proc, admin.group(1), token.group(1)
+    return helpers.start_serve(tmp_path, "[doctor]\nrecent_seconds = 20\nbaseline_seconds = 30\n")
 
 
 def run(admin: str, token: str | None, *args: str) -> subprocess.CompletedProcess[str]:
