@@ -52,8 +52,9 @@ def run(
     client_cpu: int | None,
     baselines: dict[str, Gateway] | None = None,
 ) -> dict[str, Any]:
-    """`baselines`: the data plane alone (`usage_off`) and journaling only (`journal_only`,
-    `bench/bare_core.py`), run at c=64 only, to price usage accounting on the request path."""
+    """`baselines`: the data plane alone (`usage_off`), journaling only (`journal_only`,
+    `bench/bare_core.py`) and `serve` on PostgreSQL (`serve_postgresql`), run at c=64 only, to
+    price usage accounting on the request path."""
     results: dict[str, dict[str, Any]] = {}
     cpu: dict[str, float] = {}
     for scenario, args in SCENARIOS.items():
@@ -139,7 +140,7 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
         "throughput_c64_vs_nginx": ratio(g["whole_c64_rps"], n["whole_c64_rps"]),
         "throughput_c64_vs_direct": ratio(g["whole_c64_rps"], out["direct"]["whole_c64_rps"]),
     }
-    for name in ("usage_off", "journal_only"):
+    for name in ("usage_off", "journal_only", "serve_postgresql"):
         if name in r["whole_c64"]:
             out[name] = {"whole_c64_rps": r["whole_c64"][name]["requests_per_s"]}
     if "usage_off" in out:

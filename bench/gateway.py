@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from cryptography.fernet import Fernet
 
 from bench.procs import Proc, sluicegate, start, wait_for_line
 
@@ -56,7 +57,9 @@ def toml_value(v: Any) -> str:
     raise TypeError(v)
 
 
-def config(workdir: Path, sim: str, pool: dict[str, Any], workers: int) -> str:
+def config(
+    workdir: Path, sim: str, pool: dict[str, Any], workers: int, database_url: str | None
+) -> str:
     data, admin = free_port(), free_port()
     tables: list[tuple[str, dict[str, Any]]] = [
         ("tenants", {"id": "bench", "name": "Bench"}),
@@ -71,7 +74,9 @@ def config(workdir: Path, sim: str, pool: dict[str, Any], workers: int) -> str:
         "shutdown_grace_seconds = 5",
         'log_level = "warning"',
         "[database]",
-        f'url = "sqlite:///{workdir}/bench.db"',
+        f'url = "{database_url or f"sqlite:///{workdir}/bench.db"}"',
+        "[usage]",
+        f'journal_dir = "{workdir}/journal"',
         "[core]",
         f"workers = {workers}",
         "max_connections = 20000",
@@ -83,17 +88,26 @@ def config(workdir: Path, sim: str, pool: dict[str, Any], workers: int) -> str:
 
 
 def start_gateway(
-    workdir: Path, sim: str, cpu: int | None, pool: dict[str, Any] | None = None, workers: int = 1
+    workdir: Path,
+    sim: str,
+    cpu: int | None,
+    pool: dict[str, Any] | None = None,
+    workers: int = 1,
+    database_url: str | None = None,
 ) -> Gateway:
+    """`serve` on SQLite in `workdir`, or on `database_url` (PostgreSQL, with its secrets)."""
     pool = pool or {"members": [{"provider_id": "sim"}]}
     conf = workdir / "sluicegate.toml"
-    conf.write_text(config(workdir, sim, pool, workers))
+    conf.write_text(config(workdir, sim, pool, workers, database_url))
     env = {
         "SLUICEGATE_ADMIN_TOKEN": ADMIN_TOKEN,
         "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
     }
+    if database_url:
+        env["SLUICEGATE_KEY_PEPPER"] = "bench-pepper-0123456789abcdef"
+        env["SLUICEGATE_ENCRYPTION_KEY"] = Fernet.generate_key().decode()
     proc = start(
-        "gateway",
+        "gateway-pg" if database_url else "gateway",
         sluicegate("serve", "--config", str(conf)),
         workdir,
         cpu,

@@ -116,7 +116,11 @@ def markdown(results: dict[str, Any]) -> str:
         for name, words in (
             ("usage_off", "data plane alone (no journal, drainer or SQL)"),
             ("journal_only", "data plane + usage journal (undrained)"),
-            ("gateway", "`serve`: journal + drainer + SQLite ledger"),
+            ("gateway", "`serve`: journal + drainer + SQLite ledger (in process)"),
+            (
+                "serve_postgresql",
+                "`serve`: journal + drainer + PostgreSQL (its server unpinned, uncounted)",
+            ),
         ):
             rps = g["whole_c64_rps"] if name == "gateway" else s.get(name, {}).get("whole_c64_rps")
             lines.append(_row([words, _f(rps, 0), _f(cpu.get(name), 6)]))

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import calibration, compare, memory, overload, report
+from bench import calibration, compare, memory, overload, postgres, report
 from bench.gateway import free_port, start_bare_core, start_gateway
 from bench.nginx import start_nginx
 from bench.procs import ROOT, sluicegate, start, wait_for_line
@@ -56,6 +56,12 @@ def main() -> int:
             "usage_off": start_bare_core(workdir, sim_address, proxy_cpu),
             "journal_only": start_bare_core(workdir, sim_address, proxy_cpu, journal=True),
         }
+        pg_url = postgres.fresh_database()
+        if pg_url:
+            (workdir / "pg").mkdir()
+            baselines["serve_postgresql"] = start_gateway(
+                workdir / "pg", sim_address, proxy_cpu, database_url=pg_url
+            )
         procs = [sim, nginx, gateway.proc, *(b.proc for b in baselines.values())]
         try:
             time.sleep(1.0)
