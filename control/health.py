@@ -1,4 +1,9 @@
-"""`/healthz` (the process answers) and `/readyz` (core running, snapshot applied, DB reachable)."""
+"""`/healthz` (the process answers) and `/readyz` (core running, snapshot applied, DB reachable).
+
+The usage journal needs no field of its own: `serve` writes the replayed journal to SQL before
+the admin port opens (`startup.prepare`), so an answer here means it is drained; later backlog
+shows in `sluicegate_usage_backlog` and, past its bound, as 503 `usage_backlog` on the data port.
+"""
 
 from __future__ import annotations
 
