@@ -1,7 +1,8 @@
-"""`sluicegate tenants|keys|providers|pools|routes|drills ...`: the common admin operations over
-the admin API (httpx), printing JSON; and `sluicegate drill`, which starts a drill, watches the
-route's traffic every second and ends it. Secrets are never taken on the command line (where
-`ps` and shell history would keep them): credentials come from an environment variable or stdin.
+"""`sluicegate tenants|keys|providers|pools|routes|drills|usage ...`: the common admin operations
+over the admin API (httpx), printing JSON (a key's usage export: its CSV as it comes); and
+`sluicegate drill`, which starts a drill, watches the route's traffic every second and ends it.
+Secrets are never taken on the command line (where `ps` and shell history would keep them):
+credentials come from an environment variable or stdin.
 """
 
 from __future__ import annotations
@@ -161,6 +162,19 @@ def _policies(body: dict[str, Any], args: argparse.Namespace) -> None:
         body["health_check"] = None
 
 
+def _quota(body: dict[str, Any], args: argparse.Namespace) -> None:
+    """`quota` as the API takes it: an object of the parts given (sent whole: it replaces the
+    quota in force), or null with `--no-quota`."""
+    quota: dict[str, Any] = {}
+    _set(quota, args, "quota_period", "quota_tokens", "quota_cost_micros")
+    if getattr(args, "no_quota", False):
+        if quota:
+            raise CliError("--no-quota cannot go with --quota-* options")
+        body["quota"] = None
+    elif quota:
+        body["quota"] = {name.removeprefix("quota_"): value for name, value in quota.items()}
+
+
 def _query(args: argparse.Namespace, *names: str) -> dict[str, Any]:
     out = {}
     for name in names:
@@ -187,6 +201,7 @@ def _credential(args: argparse.Namespace) -> str | None:
 def tenants_create(a: argparse.Namespace) -> Any:
     body: dict[str, Any] = {"name": a.name}
     _set(body, a, "id", *_LIMIT_OPTIONS)
+    _quota(body, a)
     return "POST", "/v1/admin/tenants", body, {}
 
 
@@ -201,6 +216,7 @@ def tenants_show(a: argparse.Namespace) -> Any:
 def tenants_update(a: argparse.Namespace) -> Any:
     body: dict[str, Any] = {}
     _set(body, a, "name", *_LIMIT_OPTIONS)
+    _quota(body, a)
     return "PATCH", f"/v1/admin/tenants/{a.id}", body, {}
 
 
@@ -216,9 +232,18 @@ def tenants_token(a: argparse.Namespace) -> Any:
     return "POST", f"/v1/admin/tenants/{a.id}/tokens", {"name": a.name}, {}
 
 
+def tenants_quota(a: argparse.Namespace) -> Any:
+    return "GET", f"/v1/admin/tenants/{a.id}/quota", None, {}
+
+
+def tenants_quota_reset(a: argparse.Namespace) -> Any:
+    return "POST", f"/v1/admin/tenants/{a.id}/quota/reset", None, {}
+
+
 def keys_create(a: argparse.Namespace) -> Any:
     body: dict[str, Any] = {"tenant_id": a.tenant}
     _set(body, a, "name", "models", "priority", "expires_at", *_LIMIT_OPTIONS)
+    _quota(body, a)
     return "POST", "/v1/admin/keys", body, {}
 
 
@@ -236,6 +261,7 @@ def keys_show(a: argparse.Namespace) -> Any:
 def keys_update(a: argparse.Namespace) -> Any:
     body: dict[str, Any] = {}
     _set(body, a, "name", "models", "priority", "expires_at", "status", *_LIMIT_OPTIONS)
+    _quota(body, a)
     return "PATCH", f"/v1/admin/keys/{a.id}", body, {}
 
 
@@ -245,6 +271,42 @@ def keys_rotate(a: argparse.Namespace) -> Any:
 
 def keys_revoke(a: argparse.Namespace) -> Any:
     return "POST", f"/v1/admin/keys/{a.id}/revoke", None, {}
+
+
+def keys_quota(a: argparse.Namespace) -> Any:
+    return "GET", f"/v1/admin/keys/{a.id}/quota", None, {}
+
+
+def keys_quota_reset(a: argparse.Namespace) -> Any:
+    return "POST", f"/v1/admin/keys/{a.id}/quota/reset", None, {}
+
+
+def _key_view(view: str, a: argparse.Namespace, *names: str) -> Any:
+    query = _query(a, *names)
+    if a.start is not None:
+        query["from"] = a.start  # `from` is the API's name (a Python keyword here)
+    return "GET", f"/v1/admin/keys/{a.key_id}/usage/{view}", None, query
+
+
+def usage_series(a: argparse.Namespace) -> Any:
+    return _key_view("series", a, "to", "granularity", "model")
+
+
+def usage_models(a: argparse.Namespace) -> Any:
+    return _key_view("models", a, "to")
+
+
+def usage_latency(a: argparse.Namespace) -> Any:
+    return _key_view("latency", a, "to")
+
+
+def usage_export(a: argparse.Namespace) -> Any:
+    return _key_view("export", a, "to")
+
+
+def usage_list(a: argparse.Namespace) -> Any:
+    names = ("tenant_id", "key_id", "model", "outcome", "since", "until", "limit", "cursor")
+    return "GET", "/v1/admin/usage", None, _query(a, *names)
 
 
 def providers_create(a: argparse.Namespace) -> Any:
@@ -410,23 +472,66 @@ def _key_settings(p: argparse.ArgumentParser) -> None:
     _limits(p)
 
 
+def _quota_options(p: argparse.ArgumentParser, update: bool) -> None:
+    replaces = "; the quota is sent whole and replaces the one in force" if update else ""
+    p.add_argument(
+        "--quota-period",
+        choices=["none", "daily", "monthly"],
+        default=_UNSET,
+        help="daily resets at 00:00 UTC, monthly on the first; none (the API's default): one "
+        "allowance counted from when it was set" + replaces,
+    )
+    p.add_argument(
+        "--quota-tokens",
+        type=int,
+        default=_UNSET,
+        metavar="N",
+        help="prompt plus completion tokens per period",
+    )
+    p.add_argument(
+        "--quota-cost-micros",
+        type=int,
+        default=_UNSET,
+        metavar="N",
+        help="cost per period, in micro-units of the prices' currency",
+    )
+    if update:
+        p.add_argument("--no-quota", action="store_true", help="remove the quota")
+
+
+_FROM_HELP = "start of the range (ISO 8601, inclusive; UTC without an offset)"
+_TO_HELP = "end of the range (ISO 8601, exclusive; default now)"
+
+
+def _usage_range(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("key_id", metavar="KEY_ID", help="the key's id (not its secret)")
+    p.add_argument(
+        "--from", dest="start", metavar="TIME", help=f"{_FROM_HELP}; default: {default} before --to"
+    )
+    p.add_argument("--to", metavar="TIME", help=_TO_HELP)
+
+
 def add_admin_commands(sub: Any) -> None:
     conn = connection_options()
 
-    tenants = sub.add_parser("tenants", help="create, list, show, update, disable tenants")
+    tenants = sub.add_parser(
+        "tenants", help="create, list, show, update, disable tenants; their quotas"
+    )
     t = tenants.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = _command(t, "create", tenants_create, conn, "create a tenant")
     p.add_argument("--id", default=_UNSET, help="chosen id (generated if absent)")
     p.add_argument("--name", required=True)
     _limits(p)
+    _quota_options(p, update=False)
     p = _command(t, "list", tenants_list, conn, "list tenants")
     p.add_argument("--status", choices=["active", "disabled"])
     _page(p)
     _command(t, "show", tenants_show, conn, "show a tenant").add_argument("id")
-    p = _command(t, "update", tenants_update, conn, "change a tenant's name or limits")
+    p = _command(t, "update", tenants_update, conn, "change a tenant's name, limits or quota")
     p.add_argument("id")
     p.add_argument("--name", default=_UNSET)
     _limits(p)
+    _quota_options(p, update=True)
     _command(t, "disable", tenants_disable, conn, "disable a tenant and its keys").add_argument(
         "id"
     )
@@ -434,12 +539,21 @@ def add_admin_commands(sub: Any) -> None:
     p = _command(t, "token", tenants_token, conn, "create a tenant-scoped admin token")
     p.add_argument("id")
     p.add_argument("--name", required=True)
+    _command(
+        t, "quota", tenants_quota, conn, "show a tenant's quota and its use this period"
+    ).add_argument("id")
+    _command(
+        t, "quota-reset", tenants_quota_reset, conn, "count a tenant's quota again from now"
+    ).add_argument("id")
 
-    keys = sub.add_parser("keys", help="create, list, show, update, rotate, revoke keys")
+    keys = sub.add_parser(
+        "keys", help="create, list, show, update, rotate, revoke keys; their quotas"
+    )
     k = keys.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = _command(k, "create", keys_create, conn, "create a key (printed once)")
     p.add_argument("--tenant", required=True)
     _key_settings(p)
+    _quota_options(p, update=False)
     p = _command(k, "list", keys_list, conn, "list and search keys")
     p.add_argument("--tenant")
     p.add_argument("--prefix", help="start of the public prefix (sk-sg-...)")
@@ -452,12 +566,19 @@ def add_admin_commands(sub: Any) -> None:
     p.add_argument("id")
     p.add_argument("--status", choices=["active", "disabled"], default=_UNSET)
     _key_settings(p)
+    _quota_options(p, update=True)
     p = _command(k, "rotate", keys_rotate, conn, "issue a new secret (printed once)")
     p.add_argument("id")
     p.add_argument(
         "--overlap", type=int, default=0, help="seconds the old key keeps working (default 0)"
     )
     _command(k, "revoke", keys_revoke, conn, "revoke a key").add_argument("id")
+    _command(
+        k, "quota", keys_quota, conn, "show a key's quota and its use this period"
+    ).add_argument("id")
+    _command(
+        k, "quota-reset", keys_quota_reset, conn, "count a key's quota again from now"
+    ).add_argument("id")
 
     providers = sub.add_parser("providers", help="register and list upstream providers")
     pr = providers.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -548,6 +669,41 @@ def add_admin_commands(sub: Any) -> None:
     _command(dr, "show", drills_show, conn, "show a drill").add_argument("id")
     _command(dr, "end", drills_end, conn, "end a drill now").add_argument("id")
 
+    usage = sub.add_parser(
+        "usage",
+        help="a key's usage: series, totals per model, latency, CSV export; raw rows",
+        description="A key's usage views (series and totals from the rollups, kept for ever; "
+        "latency percentiles and the export from the raw rows, kept usage.raw_retention_days) "
+        "and the raw rows of all keys. Tenant tokens see their own keys only.",
+    )
+    us = usage.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = _command(us, "series", usage_series, conn, "a key's usage per minute, hour or day")
+    _usage_range(p, "60 minutes, 24 hours or 30 days (by granularity)")
+    p.add_argument(
+        "--granularity", choices=["minute", "hour", "day"], help="bucket size (default: hour)"
+    )
+    p.add_argument("--model", help="only this model (the alias clients asked for)")
+    p = _command(us, "models", usage_models, conn, "a key's usage totals per model")
+    _usage_range(p, "24 hours")
+    p = _command(us, "latency", usage_latency, conn, "a key's TTFT and TPOT P50/P95/P99")
+    _usage_range(p, "24 hours")
+    p = _command(us, "export", usage_export, conn, "a key's raw usage rows as CSV")
+    _usage_range(p, "24 hours")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the CSV to FILE (default: stdout)")
+    p.set_defaults(stream_csv=True)
+    p = _command(us, "list", usage_list, conn, "list raw usage rows, newest first")
+    p.add_argument("--tenant-id", help="only this tenant's rows")
+    p.add_argument("--key-id", help="only this key's rows")
+    p.add_argument("--model", help="only this model (the alias clients asked for)")
+    p.add_argument(
+        "--outcome",
+        help="only rows that ended this way",
+        choices=["complete", "client_cancelled", "upstream_error", "timeout", "interrupted"],
+    )
+    p.add_argument("--since", metavar="TIME", help="started at or after (ISO 8601)")
+    p.add_argument("--until", metavar="TIME", help="started before (ISO 8601)")
+    _page(p)
+
     p = sub.add_parser(
         "drill",
         parents=[conn],
@@ -579,7 +735,7 @@ def add_admin_commands(sub: Any) -> None:
     )
 
 
-ADMIN_COMMANDS = ("tenants", "keys", "providers", "pools", "routes", "drills")
+ADMIN_COMMANDS = ("tenants", "keys", "providers", "pools", "routes", "drills", "usage")
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -605,6 +761,8 @@ def run_admin(args: argparse.Namespace) -> int:
         print(f"sluicegate: {e}", file=sys.stderr)
         return 2
     url = args.admin_url.rstrip("/") + path
+    if getattr(args, "stream_csv", False):
+        return _export(args, url, query, token)
     try:
         response = httpx.request(
             method,
@@ -629,6 +787,44 @@ def run_admin(args: argparse.Namespace) -> int:
             # The reader (`| head`) went away: that is not an error of this command.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+def _export(args: argparse.Namespace, url: str, query: dict[str, Any], token: str) -> int:
+    """Stream a CSV answer to stdout or to `--output` (written to FILE.part, renamed when complete:
+    a failed export never leaves a file that looks whole)."""
+    target: str | None = args.output
+    partial = f"{target}.part" if target else None
+    receiving = False
+    try:
+        with httpx.stream(
+            "GET", url, params=query, headers={"Authorization": f"Bearer {token}"}, timeout=30.0
+        ) as response:
+            if response.status_code >= 400:
+                response.read()
+                print(f"sluicegate: {_error_text(response)}", file=sys.stderr)
+                return 1
+            receiving = True
+            with (
+                open(partial, "wb") if partial else contextlib.nullcontext(sys.stdout.buffer) as out
+            ):
+                for chunk in response.iter_bytes():
+                    out.write(chunk)
+                out.flush()
+        if partial and target:
+            os.replace(partial, target)
+        return 0
+    except (httpx.HTTPError, OSError) as e:
+        if partial:
+            with contextlib.suppress(OSError):
+                os.remove(partial)
+        if isinstance(e, OSError):
+            what = f"cannot write {target or 'stdout'}"
+        elif receiving:
+            what = "the export was cut short"
+        else:
+            what = f"cannot reach the admin API at {args.admin_url}"
+        print(f"sluicegate: {what}: {e}", file=sys.stderr)
+        return 1
 
 
 # --- `sluicegate drill`: start, watch every second, end, summarize -----------------------------

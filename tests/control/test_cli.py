@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from sluicegate import admin_cli
 from sluicegate.cli import build_parser, main
+
+from tests.control.helpers import ADMIN_TOKEN, Harness
+from tests.control.usage_events import FakeCore, event
 
 
 def request_of(*argv: str) -> tuple[str, str, Any, dict[str, Any]]:
@@ -358,3 +365,285 @@ def test_drill_lines_difference_the_counters() -> None:
     assert summary.endswith(
         "errors: 3 of 11 requests (27.3%); refused by the gateway (all routes): 2"
     )
+
+
+# --- quotas and usage ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            [
+                "keys",
+                "create",
+                "--tenant",
+                "acme",
+                "--quota-period",
+                "daily",
+                "--quota-tokens",
+                "9",
+            ],
+            (
+                "POST",
+                "/v1/admin/keys",
+                {"tenant_id": "acme", "quota": {"period": "daily", "tokens": 9}},
+                {},
+            ),
+        ),
+        (
+            ["tenants", "create", "--name", "A", "--quota-cost-micros", "5000000"],
+            ("POST", "/v1/admin/tenants", {"name": "A", "quota": {"cost_micros": 5000000}}, {}),
+        ),
+        (
+            ["tenants", "update", "acme", "--quota-period", "monthly", "--quota-tokens", "7"],
+            ("PATCH", "/v1/admin/tenants/acme", {"quota": {"period": "monthly", "tokens": 7}}, {}),
+        ),
+        (
+            ["keys", "update", "k1", "--no-quota"],
+            ("PATCH", "/v1/admin/keys/k1", {"quota": None}, {}),
+        ),
+        (["keys", "update", "k1", "--rpm", "5"], ("PATCH", "/v1/admin/keys/k1", {"rpm": 5}, {})),
+        (["keys", "quota", "k1"], ("GET", "/v1/admin/keys/k1/quota", None, {})),
+        (["keys", "quota-reset", "k1"], ("POST", "/v1/admin/keys/k1/quota/reset", None, {})),
+        (["tenants", "quota", "acme"], ("GET", "/v1/admin/tenants/acme/quota", None, {})),
+        (
+            ["tenants", "quota-reset", "acme"],
+            ("POST", "/v1/admin/tenants/acme/quota/reset", None, {}),
+        ),
+        (
+            ["usage", "series", "k1", "--granularity", "minute", "--from", "T1", "--to", "T2"],
+            (
+                "GET",
+                "/v1/admin/keys/k1/usage/series",
+                None,
+                {"to": "T2", "granularity": "minute", "from": "T1"},
+            ),
+        ),
+        (["usage", "models", "k1"], ("GET", "/v1/admin/keys/k1/usage/models", None, {})),
+        (
+            ["usage", "latency", "k1", "--from", "T1"],
+            ("GET", "/v1/admin/keys/k1/usage/latency", None, {"from": "T1"}),
+        ),
+        (
+            ["usage", "list", "--tenant-id", "acme", "--outcome", "timeout", "--since", "T1"],
+            (
+                "GET",
+                "/v1/admin/usage",
+                None,
+                {"tenant_id": "acme", "outcome": "timeout", "since": "T1"},
+            ),
+        ),
+    ],
+)
+def test_quota_and_usage_commands_become_requests(argv: list[str], expected: Any) -> None:
+    assert request_of(*argv) == expected
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["usage", "series", "k1", "--granularity", "second"],
+        ["usage", "list", "--outcome", "fine"],
+        ["keys", "create", "--tenant", "acme", "--quota-period", "weekly"],
+        ["keys", "create", "--tenant", "acme", "--no-quota"],  # nothing to clear at creation
+        ["tenants", "update", "acme", "--quota-tokens", "many"],
+    ],
+)
+def test_malformed_quota_and_usage_options_are_usage_errors(bad: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(bad)
+    assert exited.value.code == 2
+
+
+def test_no_quota_cannot_go_with_quota_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "update", "k1", "--no-quota", "--quota-tokens", "5", "--token", "t"]) == 2
+    assert "--no-quota cannot go with" in capsys.readouterr().err
+
+
+class Cli:
+    """`sluicegate` against the in-process admin API: the CLI's HTTP calls go to the test app."""
+
+    def __init__(self, harness: Harness, capsys: pytest.CaptureFixture[str]) -> None:
+        self.capsys = capsys
+
+        def request(method: str, url: str, **kwargs: Any) -> httpx.Response:
+            kwargs.pop("timeout", None)
+            return harness.client.request(method, url, **kwargs)
+
+        def stream(method: str, url: str, **kwargs: Any) -> Any:
+            kwargs.pop("timeout", None)
+            return harness.client.stream(method, url, **kwargs)
+
+        self.patches = {"request": request, "stream": stream}
+
+    def __call__(self, *argv: str, token: str = ADMIN_TOKEN) -> tuple[int, str, str]:
+        self.capsys.readouterr()
+        code = main([*argv, "--admin-url", "http://testserver", "--token", token])
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    def json(self, *argv: str, token: str = ADMIN_TOKEN) -> Any:
+        code, out, err = self(*argv, token=token)
+        assert code == 0, err
+        return json.loads(out)
+
+
+@pytest.fixture
+def cli(
+    harness: Harness, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Cli:
+    runner = Cli(harness, capsys)
+    for name, fake in runner.patches.items():
+        monkeypatch.setattr(admin_cli.httpx, name, fake)
+    return runner
+
+
+def test_quotas_with_the_cli(harness: Harness, world: dict[str, Any], cli: Cli) -> None:
+    key = world["acme_key"]["id"]
+    updated = cli.json("keys", "update", key, "--quota-period", "daily", "--quota-tokens", "1000")
+    assert updated["quota"] == {
+        "period": "daily",
+        "tokens": 1000,
+        "cost_micros": None,
+        "reset_at": None,
+    }
+    status = cli.json("keys", "quota", key)
+    assert (status["period"], status["used_tokens"], status["remaining_tokens"]) == (
+        "daily",
+        0,
+        1000,
+    )
+
+    # Two requests of 12 + 34 tokens, a little before now (the reset below counts from its second).
+    now = time.time()
+    events = [event(r, key_id=key, seq=i, started_at=now - 2) for i, r in enumerate("ab", 1)]
+    assert FakeCore(events).drainer(harness).drain()
+    status = cli.json("keys", "quota", key)
+    assert (status["used_tokens"], status["remaining_tokens"]) == (92, 908)
+    reset = cli.json("keys", "quota-reset", key)
+    assert (reset["used_tokens"], reset["remaining_tokens"]) == (0, 1000)
+    assert reset["reset_at"] is not None
+    assert cli.json("keys", "quota", key)["used_tokens"] == 0
+
+    cleared = cli.json("keys", "update", key, "--no-quota")
+    assert cleared["quota"] is None
+    code, _, err = cli("keys", "quota", key)
+    assert code == 1 and "HTTP 404 not_found: the key has no quota" in err
+    code, _, err = cli("keys", "quota-reset", key)
+    assert code == 1 and "HTTP 409" in err
+
+    # Tenants, and a key's quota above its tenant's refused with the API's words.
+    cli.json(
+        "tenants", "update", "acme", "--quota-period", "monthly", "--quota-cost-micros", "1000"
+    )
+    tenant = cli.json("tenants", "quota", "acme")
+    assert (tenant["period"], tenant["cost_micros"], tenant["tokens"]) == ("monthly", 1000, None)
+    assert cli.json("tenants", "quota-reset", "acme")["reset_at"] is not None
+    code, _, err = cli(
+        "keys",
+        "create",
+        "--tenant",
+        "acme",
+        "--quota-period",
+        "monthly",
+        "--quota-cost-micros",
+        "2000",
+    )
+    assert code == 1 and "HTTP 422" in err and "cannot exceed its tenant's" in err
+    created = cli.json("keys", "create", "--tenant", "acme", "--quota-tokens", "500")
+    assert created["quota"]["period"] == "none" and created["quota"]["tokens"] == 500
+    # Only a period: the API says what is missing.
+    code, _, err = cli("keys", "update", created["id"], "--quota-period", "daily")
+    assert code == 1 and "HTTP 422" in err and "needs tokens or cost_micros" in err
+
+
+# 2026-03-04T10:00:00Z, a whole hour.
+HOUR0 = 1772618400
+WINDOW = ("--from", "2026-03-04T10:00:00Z", "--to", "2026-03-04T12:00:00Z")
+
+
+def _usage(harness: Harness, key: str, other: str) -> None:
+    events = [
+        event("a", key_id=key, seq=1, started_at=HOUR0 + 5, ttft_ms=10.0, tpot_ms=1.0),
+        event("b", key_id=key, seq=2, started_at=HOUR0 + 50, ttft_ms=20.0, tpot_ms=2.0),
+        event("c", key_id=key, seq=3, started_at=HOUR0 + 30, model="other", ttft_ms=30.0),
+        event("d", key_id=key, seq=4, started_at=HOUR0 + 3700, ttft_ms=40.0, tpot_ms=4.0),
+        event("g", "globex", other, seq=5, started_at=HOUR0 + 10),
+    ]
+    assert FakeCore(events).drainer(harness).drain()
+
+
+def test_usage_views_with_the_cli(
+    harness: Harness, world: dict[str, Any], cli: Cli, tmp_path: Path
+) -> None:
+    key, other = world["acme_key"]["id"], world["globex_key"]["id"]
+    _usage(harness, key, other)
+
+    series = cli.json("usage", "series", key, "--granularity", "minute", *WINDOW)
+    assert series["granularity"] == "minute"
+    assert [(b["start"][11:16], b["requests"]) for b in series["buckets"]] == [
+        ("10:00", 3),
+        ("11:01", 1),
+    ]
+    hours = cli.json("usage", "series", key, "--model", "chat", *WINDOW)
+    assert (hours["granularity"], [b["requests"] for b in hours["buckets"]]) == ("hour", [2, 1])
+    models = cli.json("usage", "models", key, *WINDOW)
+    assert {m["model"]: m["requests"] for m in models["models"]} == {"chat": 3, "other": 1}
+    assert models["total"]["prompt_tokens"] == 4 * 12
+    latency = cli.json("usage", "latency", key, *WINDOW)
+    assert latency["ttft_ms"] == {"count": 4, "p50": 20.0, "p95": 40.0, "p99": 40.0}
+    page = cli.json("usage", "list", "--key-id", key, "--limit", "3")
+    assert [r["request_id"] for r in page["items"]] == ["d", "b", "c"] and page["next_cursor"]
+
+    (out_dir := tmp_path / "out").mkdir()
+    target = out_dir / "usage.csv"
+    code, out, err = cli("usage", "export", key, *WINDOW, "-o", str(target))
+    assert (code, out, err) == (0, "", "")
+    rows = list(csv.DictReader(io.StringIO(target.read_text())))
+    assert [r["request_id"] for r in rows] == ["a", "c", "b", "d"]
+    assert {r["key_id"] for r in rows} == {key}
+    assert list(out_dir.iterdir()) == [target]  # no partial file left behind
+    code, out, _ = cli("usage", "export", key, *WINDOW)
+    assert code == 0 and out == target.read_text()
+
+
+def test_usage_errors_with_the_cli(
+    harness: Harness, world: dict[str, Any], cli: Cli, tmp_path: Path
+) -> None:
+    key, other = world["acme_key"]["id"], world["globex_key"]["id"]
+    acme = harness.admin.create_tenant_token("acme")
+    # Another tenant's key answers 404, in every view, the export included (and writes no file).
+    for view in ("series", "models", "latency"):
+        code, out, err = cli("usage", view, other, token=acme)
+        assert (code, out) == (1, "") and "HTTP 404 not_found" in err, view
+    (out_dir := tmp_path / "out").mkdir()
+    code, out, err = cli("usage", "export", other, "-o", str(out_dir / "x.csv"), token=acme)
+    assert (code, out) == (1, "") and "HTTP 404 not_found" in err
+    assert list(out_dir.iterdir()) == []
+    assert cli.json("usage", "models", key, token=acme)["key_id"] == key
+    # A range that ends before it starts names the field.
+    code, _, err = cli(
+        "usage", "series", key, "--from", "2026-03-04T12:00:00Z", "--to", "2026-03-04T10:00:00Z"
+    )
+    assert code == 1 and "HTTP 422" in err and "  from: " in err
+    with pytest.raises(SystemExit) as exited:
+        cli("usage", "series", key, "--granularity", "second")
+    assert exited.value.code == 2
+    assert "invalid choice: 'second'" in cli.capsys.readouterr().err
+
+
+def test_usage_is_listed_and_its_options_described(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "usage     a key's usage" in capsys.readouterr().out
+    for action, options in {
+        "series": ("--granularity", "--from", "--to", "--model"),
+        "export": ("--output", "--from", "--to"),
+        "list": ("--tenant-id", "--key-id", "--outcome", "--since", "--until", "--cursor"),
+    }.items():
+        with pytest.raises(SystemExit) as exited:
+            main(["usage", action, "--help"])
+        assert exited.value.code == 0
+        text = capsys.readouterr().out
+        assert all(option in text for option in options), action
