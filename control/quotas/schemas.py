@@ -24,7 +24,10 @@ PERIOD_DOC = (
 
 
 class QuotaIn(Strict):
-    period: QuotaPeriod = Field(default="none", description=PERIOD_DOC)
+    """A quota is sent whole and replaces the one in force; `period` is required so that an
+    update naming only a new allowance never changes the period by default."""
+
+    period: QuotaPeriod = Field(description=PERIOD_DOC)
     tokens: QuotaTokens | None = None
     cost_micros: QuotaMicros | None = None
 

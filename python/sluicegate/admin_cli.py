@@ -478,7 +478,7 @@ def _quota_options(p: argparse.ArgumentParser, update: bool) -> None:
         "--quota-period",
         choices=["none", "daily", "monthly"],
         default=_UNSET,
-        help="daily resets at 00:00 UTC, monthly on the first; none (the API's default): one "
+        help="required with a quota: daily resets at 00:00 UTC, monthly on the first; none: one "
         "allowance counted from when it was set" + replaces,
     )
     p.add_argument(

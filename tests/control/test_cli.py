@@ -392,8 +392,22 @@ def test_drill_lines_difference_the_counters() -> None:
             ),
         ),
         (
-            ["tenants", "create", "--name", "A", "--quota-cost-micros", "5000000"],
-            ("POST", "/v1/admin/tenants", {"name": "A", "quota": {"cost_micros": 5000000}}, {}),
+            [
+                "tenants",
+                "create",
+                "--name",
+                "A",
+                "--quota-period",
+                "none",
+                "--quota-cost-micros",
+                "5000000",
+            ],
+            (
+                "POST",
+                "/v1/admin/tenants",
+                {"name": "A", "quota": {"period": "none", "cost_micros": 5000000}},
+                {},
+            ),
         ),
         (
             ["tenants", "update", "acme", "--quota-period", "monthly", "--quota-tokens", "7"],
@@ -551,7 +565,12 @@ def test_quotas_with_the_cli(harness: Harness, world: dict[str, Any], cli: Cli) 
         "2000",
     )
     assert code == 1 and "HTTP 422" in err and "cannot exceed its tenant's" in err
-    created = cli.json("keys", "create", "--tenant", "acme", "--quota-tokens", "500")
+    # An allowance without its period: the API says what is missing, nothing is defaulted.
+    code, _, err = cli("keys", "create", "--tenant", "acme", "--quota-tokens", "500")
+    assert code == 1 and "HTTP 422" in err and "quota.period" in err
+    created = cli.json(
+        "keys", "create", "--tenant", "acme", "--quota-period", "none", "--quota-tokens", "500"
+    )
     assert created["quota"]["period"] == "none" and created["quota"]["tokens"] == 500
     # Only a period: the API says what is missing.
     code, _, err = cli("keys", "update", created["id"], "--quota-period", "daily")

@@ -48,6 +48,9 @@ def test_quotas_are_set_checked_against_the_tenant_and_pushed(harness: Harness) 
     assert "exceeds the tenant's monthly quota (1000)" in error_fields(above)["quota.tokens"]
     empty = admin.post("/v1/admin/keys", {"tenant_id": "acme", "name": "k", "quota": {}})
     assert empty.status_code == 422
+    # A quota is sent whole: an allowance without its period is refused, never defaulted.
+    no_period = admin.post("/v1/admin/keys", {"tenant_id": "acme", "quota": {"tokens": 5}})
+    assert no_period.status_code == 422 and "quota.period" in error_fields(no_period)
     # Another period is not compared (the tenant's bounds the key's use anyway).
     key = admin.create_key(tenant_id="acme", name="k", quota={"period": "daily", "tokens": 5000})
     assert key["quota"]["period"] == "daily"
