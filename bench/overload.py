@@ -248,7 +248,10 @@ def markdown(data: dict[str, Any]) -> str:
                 f"{u['shed_rows']} | {peaks or 'no slot limit, no queue'} |"
             )
     lines += ["", "| check | result |", "|---|---|"]
-    lines += [f"| {name} | {value} |" for name, value in data["checks"].items()]
+    lines += [
+        f"| {name} | {f'{value:.1f}' if isinstance(value, float) else value} |"
+        for name, value in data["checks"].items()
+    ]
     return "\n".join(lines) + "\n"
 
 
