@@ -54,7 +54,12 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
 
 fn builder(settings: &ConnSettings) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(settings.header_read_timeout).keep_alive(true);
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(settings.header_read_timeout)
+        .keep_alive(true)
+        .max_buf_size(8192);
     builder
         .http2()
         .timer(TokioTimer::new())

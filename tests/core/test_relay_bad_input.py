@@ -98,6 +98,19 @@ def test_body_over_the_cap_with_and_without_content_length(relay_factory) -> Non
     assert_nothing_reached_upstream(relay)
 
 
+def test_request_heads_up_to_8_kib_pass_and_longer_ones_get_431(relay: Relay) -> None:
+    """The HTTP/1 read buffer is capped at 8 KiB (it is most of a connection's memory), so a
+    request head longer than that is refused before anything is parsed or sent upstream."""
+    body = {"model": "gpt-test", "max_tokens": 2, "messages": [{"role": "user", "content": "x"}]}
+    fits = {**relay.key.headers, "x-padding": "p" * 6000}
+    assert httpx.post(relay.url + CHAT, headers=fits, json=body).status_code == 200
+    record_before = relay.record.read_text()
+    too_long = {**relay.key.headers, "x-padding": "p" * 9000}
+    assert httpx.post(relay.url + CHAT, headers=too_long, json=body).status_code == 431
+    time.sleep(0.2)
+    assert relay.record.read_text() == record_before
+
+
 @pytest.mark.parametrize(
     ("headers", "code"),
     [
