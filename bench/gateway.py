@@ -113,15 +113,19 @@ def start_gateway(
         cpu,
         env={**os.environ, **env},
     )
-    match = wait_for_line(proc, r"listening on http://(\S+) \(admin http://(\S+)\)")
-    url, admin = f"http://{match.group(1)}", f"http://{match.group(2)}"
-    created = httpx.post(
-        admin + "/v1/admin/keys",
-        json={"tenant_id": "bench", "name": "bench"},
-        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-        timeout=30,
-    )
-    created.raise_for_status()
+    try:
+        match = wait_for_line(proc, r"listening on http://(\S+) \(admin http://(\S+)\)")
+        url, admin = f"http://{match.group(1)}", f"http://{match.group(2)}"
+        created = httpx.post(
+            admin + "/v1/admin/keys",
+            json={"tenant_id": "bench", "name": "bench"},
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            timeout=30,
+        )
+        created.raise_for_status()
+    except BaseException:
+        proc.stop()
+        raise
     return Gateway(proc, url, admin, created.json()["key"])
 
 
@@ -138,5 +142,9 @@ def start_bare_core(workdir: Path, sim: str, cpu: int | None, journal: bool = Fa
         cpu,
         env={**os.environ, **env},
     )
-    match = wait_for_line(proc, r"listening on (http://\S+) key (\S+)")
+    try:
+        match = wait_for_line(proc, r"listening on (http://\S+) key (\S+)")
+    except BaseException:
+        proc.stop()
+        raise
     return Gateway(proc, match.group(1), "", match.group(2))

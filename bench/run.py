@@ -11,6 +11,7 @@ import platform
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -42,28 +43,33 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as tmp:
         workdir = Path(tmp)
         results_calibration = calibration.run(workdir, seconds, client_cpu)
-        sim = start(
-            "sim",
-            sluicegate("sim", "--port", "0", "--ttft-ms", "0", "--itl-ms", "0", "--workers", "1"),
-            workdir,
-            client_cpu,
-        )
-        sim_address = wait_for_line(sim, r"listening on http://(\S+)").group(1)
-        nginx_port = free_port()
-        nginx = start_nginx(workdir, sim_address, nginx_port, proxy_cpu)
-        gateway = start_gateway(workdir, sim_address, proxy_cpu)
-        baselines = {
-            "usage_off": start_bare_core(workdir, sim_address, proxy_cpu),
-            "journal_only": start_bare_core(workdir, sim_address, proxy_cpu, journal=True),
-        }
-        pg_url = postgres.fresh_database()
-        if pg_url:
-            (workdir / "pg").mkdir()
-            baselines["serve_postgresql"] = start_gateway(
-                workdir / "pg", sim_address, proxy_cpu, database_url=pg_url
+        # Every process is stopped on the way out, whatever fails after it started.
+        with ExitStack() as running:
+            sim = start(
+                "sim",
+                sluicegate("sim", "--port", "0", "--ttft-ms", "0", "--itl-ms", "0", "--workers=1"),
+                workdir,
+                client_cpu,
             )
-        procs = [sim, nginx, gateway.proc, *(b.proc for b in baselines.values())]
-        try:
+            running.callback(sim.stop)
+            sim_address = wait_for_line(sim, r"listening on http://(\S+)").group(1)
+            nginx_port = free_port()
+            nginx = start_nginx(workdir, sim_address, nginx_port, proxy_cpu)
+            running.callback(nginx.stop)
+            gateway = start_gateway(workdir, sim_address, proxy_cpu)
+            running.callback(gateway.proc.stop)
+            baselines = {
+                "usage_off": start_bare_core(workdir, sim_address, proxy_cpu),
+                "journal_only": start_bare_core(workdir, sim_address, proxy_cpu, journal=True),
+            }
+            pg_url = postgres.fresh_database()
+            if pg_url:
+                (workdir / "pg").mkdir()
+                baselines["serve_postgresql"] = start_gateway(
+                    workdir / "pg", sim_address, proxy_cpu, database_url=pg_url
+                )
+            for baseline in baselines.values():
+                running.callback(baseline.proc.stop)
             time.sleep(1.0)
             idle_rss = gateway.proc.rss_kib()
             data = compare.run(
@@ -86,9 +92,6 @@ def main() -> int:
                 "summary": compare.summary(data),
                 "reports": data["reports"],
             }
-        finally:
-            for p in procs:
-                p.stop()
         if not args.skip_memory:
             members = [{"provider_id": "sim", "http2": True}]
             held = start_gateway(
