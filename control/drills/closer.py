@@ -5,7 +5,6 @@ is woken when a drill starts."""
 
 from __future__ import annotations
 
-import logging
 import threading
 from datetime import timedelta
 
@@ -17,8 +16,7 @@ from control.drills import repository
 from control.drills.models import Drill
 from control.drills.service import record_end
 from control.timeutil import utcnow
-
-log = logging.getLogger("sluicegate.control")
+from control.wakeups import run_until_stopped
 
 IDLE_WAIT_S = 60.0
 # Recorded this long after the end, so that the core has let the target back in by then.
@@ -54,12 +52,9 @@ class DrillCloser:
         return min(max(wait, 0.0), IDLE_WAIT_S)
 
     def run(self, stop: threading.Event) -> None:
-        wake = self._ctx.drills_changed
-        while not stop.is_set():
-            wake.clear()  # before reading: a drill started meanwhile wakes the next wait
-            try:
-                wait = self.close_due()
-            except Exception:
-                log.exception("drills: recording the ends that are due failed; retrying")
-                wait = 5.0
-            wake.wait(wait)
+        run_until_stopped(
+            stop,
+            self._ctx.drills_changed,
+            self.close_due,
+            "drills: recording the ends that are due",
+        )

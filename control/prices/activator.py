@@ -15,6 +15,7 @@ from control.caller import SYSTEM
 from control.context import ControlContext
 from control.prices.models import Price
 from control.timeutil import utcnow
+from control.wakeups import run_until_stopped
 
 log = logging.getLogger("sluicegate.control")
 
@@ -54,12 +55,9 @@ class PriceActivator:
         return min(max((following - utcnow()).total_seconds(), 0.0), IDLE_WAIT_S)
 
     def run(self, stop: threading.Event) -> None:
-        wake = self._ctx.prices_changed
-        while not stop.is_set():
-            wake.clear()  # before reading: a price added meanwhile wakes the next wait
-            try:
-                wait = self.activate_due()
-            except Exception:
-                log.exception("prices: pushing the versions now in force failed; retrying")
-                wait = 5.0
-            wake.wait(wait)
+        run_until_stopped(
+            stop,
+            self._ctx.prices_changed,
+            self.activate_due,
+            "prices: pushing the versions now in force",
+        )
