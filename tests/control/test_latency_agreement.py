@@ -70,8 +70,10 @@ def test_gateway_and_client_agree_on_ttft_and_tpot(
             f"{stage}: client P50 {client_p50:.3f} ms, gateway P50 {gateway_p50:.3f} ms, "
             f"added latency {added:.3f} ms (direct P50 {direct[stage]['p50']:.3f} ms)"
         )
-        # The simulator's model is in both: 30 ms to the first token, 4 ms between tokens.
-        floor = 30.0 if stage == "ttft_ms" else 4.0
+        # The simulator's model is in both: 30 ms to the first token, 4 ms between tokens. TPOT
+        # spans first to last token, so a first token that reached the gateway late by scheduling
+        # jitter shortens it a little: 2% of slack below the model's value.
+        floor = 30.0 if stage == "ttft_ms" else 4.0 * 0.98
         assert floor <= gateway_p50 <= client_p50 + bound
 
         status = json.loads(gw.core.status_snapshot([("run", 600, 0)]))
