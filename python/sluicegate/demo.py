@@ -182,11 +182,20 @@ class Admin:
         return r.json()
 
 
-def bench(url: str, key: str, args: list[str], report: Path) -> dict[str, Any]:
+def bench_command(url: str, key: str, args: list[str], report: Path) -> list[str]:
+    """`sluicegate bench` against the demo's model, its JSON report written to `report`."""
     cmd = [sys.executable, "-m", "sluicegate", "bench", "--url", url, "--key", key]
-    subprocess.run([*cmd, "--model", MODEL, "--json", str(report), *args], check=True)
+    return [*cmd, "--model", MODEL, "--json", str(report), *args]
+
+
+def read_report(report: Path) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(report.read_text())
     return result
+
+
+def bench(url: str, key: str, args: list[str], report: Path) -> dict[str, Any]:
+    subprocess.run(bench_command(url, key, args, report), check=True)
+    return read_report(report)
 
 
 def record_totals(paths: list[Path]) -> tuple[int, int, int]:
@@ -214,35 +223,13 @@ def wait_for_ledger(admin: Admin, key_id: str, requests: int) -> dict[str, Any]:
 def drill_under_load(procs: Processes, url: str, key: str, env: dict[str, str]) -> dict[str, Any]:
     """Eject sim-a for 6 s while traffic flows: the route must keep answering."""
     report = procs.workdir / "drill-load.json"
-    load = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sluicegate",
-            "bench",
-            "--url",
-            url,
-            "--key",
-            key,
-            "--model",
-            MODEL,
-            "--json",
-            str(report),
-            "--quiet",
-            "--concurrency",
-            "8",
-            "--duration",
-            "10s",
-            "--output-tokens",
-            "fixed:20",
-        ]
-    )
+    args = ["--quiet", "--concurrency", "8", "--duration", "10s", "--output-tokens", "fixed:20"]
+    load = subprocess.Popen(bench_command(url, key, args, report))
     time.sleep(2)
     cmd = [sys.executable, "-m", "sluicegate", "drill", "--route", MODEL, "--eject", "chat:sim-a"]
     subprocess.run([*cmd, "--for", "6s", "--reason", "demo"], check=True, env={**os.environ, **env})
     load.wait(60)
-    result: dict[str, Any] = json.loads(report.read_text())
-    return result
+    return read_report(report)
 
 
 def main() -> int:
