@@ -1,11 +1,12 @@
 """The data plane alone, as the "usage off" baseline: the same route, pool and key checks as the
-benchmarked `serve`, but no journal, no drainer, no SQL and no admin API. Events stay in the
-core's memory (the backlog bound is raised for the run). Comparing it with `serve` prices usage
-accounting on the request path.
+benchmarked `serve`, every request's usage event produced and handed out by `drain_usage` (the
+relay as its issue scopes it), but dropped there: no SQL and no admin API. Comparing it with
+`serve` prices usage accounting on the request path.
 
 `python -m bench.bare_core SIM_ADDRESS [JOURNAL_DIR]` prints `listening on http://ADDR key KEY`
 and serves until SIGTERM. With a journal directory the core journals every event (as `serve`
-does) but nothing drains it: the journal's own share of the cost.
+does), and the events drained are acknowledged (so the journal is pruned as in `serve`): the
+journal's own share of the cost.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import signal
 import sys
 import threading
+from typing import Any
 
 from sluicegate import _core
 
@@ -46,20 +48,39 @@ def payload(sim: str, key: str) -> str:
     )
 
 
+def last_seq(batch: str) -> int | None:
+    """The sequence number of a drained batch's last event (`seq` is each event's first field),
+    without parsing the batch: this process stands for "no usage accounting"."""
+    at = batch.rfind('{"seq":')
+    if at < 0:
+        return None
+    digits = batch[at + 7 : batch.index(",", at)]
+    return int(digits)
+
+
+def drop_events(core: Any, journaled: bool, stop: threading.Event) -> None:
+    while not stop.is_set():
+        batch = core.drain_usage(1000, 200)
+        seq = last_seq(batch)
+        if journaled and seq is not None:
+            core.ack_usage(seq)
+
+
 def main() -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     journal = sys.argv[2] if len(sys.argv) > 2 else None
-    core = _core.Core(
-        workers=1, max_connections=20_000, usage_backlog_limit=10_000_000, journal_dir=journal
-    )
+    core = _core.Core(workers=1, max_connections=20_000, journal_dir=journal)
     key = _core.generate_api_key()
     core.apply_config(1, payload(sys.argv[1], key))
+    dropper = threading.Thread(target=drop_events, args=(core, journal is not None, stop))
+    dropper.start()
     address = core.start("127.0.0.1:0")
     print(f"listening on http://{address} key {key}", flush=True)
     stop.wait()
     core.stop(5)
+    dropper.join()
     return 0
 
 

@@ -102,7 +102,9 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"Machine: {results['machine']['cpus']} CPUs. Proxy under test on CPU {pin['proxy_cpu']}; "
         f"simulator and load generator on CPU {pin['client_and_sim_cpu']}. The gateway is "
-        "`sluicegate serve` with auth, limits, usage accounting and metrics on, one core worker.",
+        "`sluicegate serve` with auth, limits, usage accounting and metrics on, one core worker. "
+        f"Each scenario ran {s.get('rounds', 1)} rounds over its targets in turn; every figure is "
+        "the median of its rounds (added latency: proxy minus direct within a round).",
         "",
         _row(["figure", "direct", "nginx", "gateway", "gateway / nginx"]),
         _row(["---"] * 5),
@@ -110,12 +112,47 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"Idle RSS of the whole `serve` process: {results['idle_rss_kib'] / 1024:.1f} MiB.",
     ]
-    if s.get("usage_off"):
+    off = s.get("usage_off")
+    if off and "whole_c1_added_p50_ms" in off:
+        lines += [
+            "",
+            "The data plane alone (`bench/bare_core.py`): every usage event produced and drained, "
+            "then dropped, nothing stored; the relay as its issue scopes it:",
+            "",
+            _row(["figure", "nginx", "data plane", "data plane / nginx"]),
+            _row(["---"] * 4),
+            _row(
+                [
+                    "non-streaming c=1, added latency p50 (ms)",
+                    _f(n["whole_c1_added_p50_ms"], 3),
+                    _f(off["whole_c1_added_p50_ms"], 3),
+                    _f(off["added_p50_vs_nginx"]),
+                ]
+            ),
+            _row(
+                [
+                    "non-streaming c=1, added latency p99 (ms)",
+                    _f(n["whole_c1_added_p99_ms"], 3),
+                    _f(off["whole_c1_added_p99_ms"], 3),
+                    _f(off["added_p99_vs_nginx"]),
+                ]
+            ),
+            _row(
+                [
+                    "non-streaming c=64, throughput (req/s)",
+                    _f(n["whole_c64_rps"], 0),
+                    _f(off["whole_c64_rps"], 0),
+                    _f(off["throughput_c64_vs_nginx"]),
+                ]
+            ),
+            _row(["errors", str(n["errors"]), str(off["errors"]), ""]),
+        ]
+    if off:
         lines += ["", "Usage accounting priced (non-streaming c=64, all on the proxy's CPU):", ""]
         lines += [_row(["gateway", "req/s", "CPU-seconds per request"]), _row(["---"] * 3)]
         for name, words in (
-            ("usage_off", "data plane alone (no journal, drainer or SQL)"),
-            ("journal_only", "data plane + usage journal (undrained)"),
+            ("usage_off", "data plane alone (usage events drained and dropped)"),
+            ("journal_only", "data plane + usage journal (drained, acknowledged, dropped)"),
             ("gateway", "`serve`: journal + drainer + SQLite ledger (in process)"),
             (
                 "serve_postgresql",

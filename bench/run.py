@@ -78,9 +78,10 @@ def main() -> int:
                 f"127.0.0.1:{nginx_port}",
                 gateway,
                 nginx,
-                seconds,
+                2 if args.quick else 4,
                 client_cpu,
                 baselines=baselines,
+                rounds=2 if args.quick else 3,
             )
             results: dict[str, Any] = {
                 "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),

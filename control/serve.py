@@ -48,6 +48,7 @@ def _core(settings: Settings) -> Core:
             h2_max_concurrent_streams=core.h2_max_concurrent_streams,
             usage_backlog_limit=core.usage_backlog_limit,
             journal_dir=journal,
+            journal_sync_ms=settings.usage.journal_sync_ms,
             access_log=settings.server.access_log or None,
         )
     except JournalError as e:

@@ -93,6 +93,8 @@ class UsageSettings(Section):
     # The core's durable usage journal (one process per directory). Unset: beside the SQLite
     # file ("<database file>.usage-journal"), or "./sluicegate-journal" with PostgreSQL.
     journal_dir: Path | None = None
+    # The journal's group commit: written records are made durable together this often.
+    journal_sync_ms: int = Field(default=10, ge=1, le=1_000)
     # Raw usage rows older than this are deleted (rollups are kept).
     raw_retention_days: int = Field(default=30, ge=1, le=36_500)
 
@@ -145,6 +147,7 @@ ENV: dict[str, tuple[str, str]] = {
     "SLUICEGATE_USAGE_DRAIN_TIMEOUT_MS": ("usage", "drain_timeout_ms"),
     "SLUICEGATE_USAGE_DRAIN_LINGER_MS": ("usage", "drain_linger_ms"),
     "SLUICEGATE_USAGE_JOURNAL_DIR": ("usage", "journal_dir"),
+    "SLUICEGATE_USAGE_JOURNAL_SYNC_MS": ("usage", "journal_sync_ms"),
     "SLUICEGATE_USAGE_RAW_RETENTION_DAYS": ("usage", "raw_retention_days"),
     **{
         f"SLUICEGATE_DOCTOR_{name.upper()}": ("doctor", name)

@@ -40,6 +40,8 @@ pub struct CoreOptions {
     pub settings: ServerSettings,
     /// Where the durable usage journal lives; `None` keeps usage events in memory only.
     pub journal_dir: Option<std::path::PathBuf>,
+    /// The journal's group commit interval.
+    pub journal_sync_interval: std::time::Duration,
     /// Access log target: a file path, `-` for standard error, `None` for no access log.
     pub access_log: Option<String>,
 }
@@ -64,7 +66,7 @@ impl Core {
     pub fn new(options: CoreOptions) -> Result<Self, CoreError> {
         let limit = options.settings.usage_backlog_limit;
         let usage = match &options.journal_dir {
-            Some(dir) => UsageSink::with_journal(limit, dir)
+            Some(dir) => UsageSink::with_journal(limit, dir, options.journal_sync_interval)
                 .map_err(|source| CoreError::Journal { path: dir.display().to_string(), source })?,
             None => UsageSink::new(limit),
         };

@@ -73,8 +73,9 @@ impl PyCore {
     #[new]
     /// With `journal_dir`, usage events are journaled there, and the journal is replayed now:
     /// drain (and acknowledge) its events before serving. Raises JournalError if it cannot be
-    /// opened. `access_log` is a file path or `-` (standard error) for one JSON line per request.
-    #[pyo3(signature = (*, workers=0, max_body_bytes=33554432, header_read_timeout_ms=5000, max_connections=25000, h2_max_concurrent_streams=100, usage_backlog_limit=200000, journal_dir=None, access_log=None))]
+    /// opened. Its records are made durable together every `journal_sync_ms`. `access_log` is a
+    /// file path or `-` (standard error) for one JSON line per request.
+    #[pyo3(signature = (*, workers=0, max_body_bytes=33554432, header_read_timeout_ms=5000, max_connections=25000, h2_max_concurrent_streams=100, usage_backlog_limit=200000, journal_dir=None, journal_sync_ms=10, access_log=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -85,11 +86,12 @@ impl PyCore {
         h2_max_concurrent_streams: u32,
         usage_backlog_limit: usize,
         journal_dir: Option<std::path::PathBuf>,
+        journal_sync_ms: u64,
         access_log: Option<String>,
     ) -> PyResult<Self> {
-        if max_connections == 0 || max_body_bytes == 0 || header_read_timeout_ms == 0 {
+        if max_connections == 0 || max_body_bytes == 0 || header_read_timeout_ms == 0 || journal_sync_ms == 0 {
             return Err(pyo3::exceptions::PyValueError::new_err(
-                "max_connections, max_body_bytes and header_read_timeout_ms must be positive",
+                "max_connections, max_body_bytes, header_read_timeout_ms and journal_sync_ms must be positive",
             ));
         }
         let options = CoreOptions {
@@ -104,6 +106,7 @@ impl PyCore {
                 usage_backlog_limit,
             },
             journal_dir,
+            journal_sync_interval: Duration::from_millis(journal_sync_ms),
             access_log,
         };
         let core = py.detach(move || Core::new(options)).map_err(core_error)?;

@@ -42,6 +42,7 @@ class Core:
         h2_max_concurrent_streams: int = 100,
         usage_backlog_limit: int = 200000,
         journal_dir: str | os.PathLike[str] | None = None,
+        journal_sync_ms: int = 10,
         access_log: str | None = None,
     ) -> None: ...
     def start(self, listen_addr: str) -> str: ...

@@ -112,3 +112,22 @@ def test_a_request_cut_short_by_a_killed_process_is_billed_as_interrupted(
     assert event["outcome"] == "interrupted"
     assert event["usage_source"] == "estimated"
     assert event["prompt_tokens"] == 10 and event["completion_tokens"] == 0
+
+
+def test_events_are_handed_out_after_their_group_commit(sim_factory, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="journal_sync_ms"):
+        _core.Core(journal_dir=tmp_path / "journal", journal_sync_ms=0)
+    sim = sim_factory("--ttft-ms", "1", "--itl-ms", "1")
+    cfg, secret = config(sim.address)
+    core = _core.Core(workers=1, journal_dir=tmp_path / "journal", journal_sync_ms=400)
+    core.apply_config(1, cfg.payload())
+    url = "http://" + core.start("127.0.0.1:0")
+    auth = {"Authorization": f"Bearer {secret}"}
+    answered = time.monotonic()
+    assert httpx.post(url + CHAT, json=BODY, headers=auth).status_code == 200
+    # Written at once, but not durable before the syncer's next commit: not handed out yet.
+    assert json.loads(core.drain_usage(1000, 150)) == []
+    (event,) = drain_all(core, 1)
+    assert time.monotonic() - answered >= 0.4
+    assert event["outcome"] == "complete"
+    core.stop(1)

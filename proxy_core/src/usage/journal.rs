@@ -258,22 +258,36 @@ impl Journal {
         self.append(seq, KIND_END, payload, ticket).map(|_| ())
     }
 
-    /// Make everything written before this call durable.
+    /// Make everything written before this call durable. On failure nothing is taken as synced:
+    /// the next call syncs it all again.
     pub fn sync(&self) -> io::Result<()> {
-        let handles = {
+        let (mut rotated, current) = {
             let mut state = self.lock();
             if !state.dirty && state.unsynced.is_empty() {
                 return Ok(());
             }
+            let current = state.file.try_clone()?;
             state.dirty = false;
-            let mut handles = std::mem::take(&mut state.unsynced);
-            handles.push(state.file.try_clone()?);
-            handles
+            (std::mem::take(&mut state.unsynced), current)
         };
-        for handle in handles {
-            handle.sync_data()?;
+        let mut result = Ok(());
+        while let Some(old) = rotated.first() {
+            result = old.sync_data();
+            if result.is_err() {
+                break;
+            }
+            rotated.remove(0);
         }
-        Ok(())
+        if result.is_ok() {
+            result = current.sync_data();
+        }
+        if result.is_err() {
+            let mut state = self.lock();
+            state.dirty = true;
+            rotated.append(&mut state.unsynced);
+            state.unsynced = rotated;
+        }
+        result
     }
 
     /// Everything up to `seq` is stored by the control plane: remember it and drop segments
