@@ -53,11 +53,16 @@ _PG_TYPES = {
 
 _ROLLUP_COLUMNS = ("granularity", "bucket", "tenant_id", "key_id", "model", *COUNTERS)
 _ERROR = ", ".join(f"'{o}'" for o in sorted(ERROR_OUTCOMES))
-_SUMS = (
-    "count(*), sum(u.prompt_tokens), sum(u.completion_tokens), sum(u.cached_tokens), "
-    f"sum(u.cost_micros), sum(CASE WHEN u.status >= 400 OR u.outcome IN ({_ERROR}) "
-    "THEN 1 ELSE 0 END)"
+# The counters of `COUNTERS` over the rows of `u`, in that order.
+_SUM_EXPRESSIONS = (
+    "count(*)",
+    "sum(u.prompt_tokens)",
+    "sum(u.completion_tokens)",
+    "sum(u.cached_tokens)",
+    "sum(u.cost_micros)",
+    f"sum(CASE WHEN u.status >= 400 OR u.outcome IN ({_ERROR}) THEN 1 ELSE 0 END)",
 )
+_SUMS = ", ".join(_SUM_EXPRESSIONS)
 _ADD = ", ".join(f"{c} = usage_rollups.{c} + excluded.{c}" for c in COUNTERS)
 _UPSERT = f"ON CONFLICT (granularity, key_id, bucket, model) DO UPDATE SET {_ADD}"
 
@@ -82,12 +87,21 @@ SQLITE_INSERT = (
     f"INSERT INTO usage_records ({', '.join(FIELDS)}, recorded_at) "
     f"VALUES ({', '.join(_SQLITE_VALUES)}, ?) ON CONFLICT (request_id) DO NOTHING"
 )
-SQLITE_ROLLUP = _rollup_insert(
-    # The WHERE also settles SQLite's parsing of an upsert after a SELECT.
-    "(SELECT * FROM usage_records WHERE id > ?) AS u",
-    "CAST(strftime('%s', u.started_at) AS INTEGER)",
-    "(SELECT 'minute' AS name, 60 AS seconds UNION ALL SELECT 'hour', 3600 "
-    "UNION ALL SELECT 'day', 86400) AS g",
+# The rows inserted (ids above the largest before the batch) summed per minute once, then those
+# few sums per minute, hour and day: the date text is parsed once per row, not once per
+# granularity. (`WHERE true` settles SQLite's parsing of an upsert after a SELECT with a join.)
+SQLITE_ROLLUP = (
+    "WITH m AS MATERIALIZED (SELECT "
+    "(CAST(strftime('%s', u.started_at) AS INTEGER) / 60) * 60 AS minute, "
+    "u.tenant_id, u.key_id, u.model, "
+    + ", ".join(f"{e} AS {c}" for e, c in zip(_SUM_EXPRESSIONS, COUNTERS, strict=True))
+    + " FROM usage_records AS u WHERE u.id > ? GROUP BY 1, 2, 3, 4) "
+    f"INSERT INTO usage_rollups ({', '.join(_ROLLUP_COLUMNS)}) "
+    "SELECT g.name, (m.minute / g.seconds) * g.seconds AS bucket, m.tenant_id, m.key_id, m.model, "
+    + ", ".join(f"sum(m.{c})" for c in COUNTERS)
+    + " FROM m CROSS JOIN (SELECT 'minute' AS name, 60 AS seconds UNION ALL SELECT 'hour', 3600 "
+    "UNION ALL SELECT 'day', 86400) AS g WHERE true "
+    f"GROUP BY g.name, bucket, m.tenant_id, m.key_id, m.model {_UPSERT}"
 )
 
 
