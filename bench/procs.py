@@ -103,6 +103,15 @@ def wait_for_line(proc: Proc, pattern: str, timeout: float = 60.0) -> re.Match[s
     raise RuntimeError(f"{proc.name} did not print {pattern!r} in {timeout}s")
 
 
+def start_instant_sim(workdir: Path, cpu: int | None) -> tuple[Proc, str]:
+    """The simulator that answers at once (no TTFT, no gap), so that what a proxy adds is all
+    that is measured; returns it and its address."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    cmd = sluicegate("sim", "--port", "0", "--ttft-ms", "0", "--itl-ms", "0", "--workers=1")
+    sim = start("sim", cmd, workdir, cpu)
+    return sim, wait_for_line(sim, r"listening on http://(\S+)").group(1)
+
+
 def wait_http(url: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -18,7 +18,7 @@ from typing import Any
 from bench import calibration, compare, memory, overload, postgres, report
 from bench.gateway import free_port, start_bare_core, start_gateway
 from bench.nginx import start_nginx
-from bench.procs import ROOT, sluicegate, start, wait_for_line
+from bench.procs import ROOT, sluicegate, start, start_instant_sim, wait_for_line
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -45,14 +45,8 @@ def main() -> int:
         results_calibration = calibration.run(workdir, seconds, client_cpu)
         # Every process is stopped on the way out, whatever fails after it started.
         with ExitStack() as running:
-            sim = start(
-                "sim",
-                sluicegate("sim", "--port", "0", "--ttft-ms", "0", "--itl-ms", "0", "--workers=1"),
-                workdir,
-                client_cpu,
-            )
+            sim, sim_address = start_instant_sim(workdir, client_cpu)
             running.callback(sim.stop)
-            sim_address = wait_for_line(sim, r"listening on http://(\S+)").group(1)
             nginx_port = free_port()
             nginx = start_nginx(workdir, sim_address, nginx_port, proxy_cpu)
             running.callback(nginx.stop)

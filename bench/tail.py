@@ -19,15 +19,8 @@ from bench import loadgen
 from bench.compare import WHOLE
 from bench.gateway import MODEL, free_port, start_bare_core, start_gateway
 from bench.nginx import start_nginx
-from bench.procs import Proc, sluicegate, start, wait_for_line
+from bench.procs import start_instant_sim
 from bench.run import cpus
-
-
-def start_sim(workdir: Path, cpu: int | None) -> tuple[Proc, str]:
-    workdir.mkdir(parents=True, exist_ok=True)
-    cmd = sluicegate("sim", "--port", "0", "--ttft-ms", "0", "--itl-ms", "0", "--workers=1")
-    sim = start("sim", cmd, workdir, cpu)
-    return sim, wait_for_line(sim, r"listening on http://(\S+)").group(1)
 
 
 def main() -> int:
@@ -39,7 +32,7 @@ def main() -> int:
     proxy_cpu, client_cpu = cpus()
     with tempfile.TemporaryDirectory(prefix="sluicegate-tail-") as tmp, ExitStack() as running:
         workdir = Path(tmp)
-        sim, address = start_sim(workdir / "sim", client_cpu)
+        sim, address = start_instant_sim(workdir / "sim", client_cpu)
         running.callback(sim.stop)
         port = free_port()
         nginx = start_nginx(workdir, address, port, proxy_cpu)
@@ -53,7 +46,7 @@ def main() -> int:
         if args.serve != "none":
             upstream = address
             if args.serve == "own":
-                own, upstream = start_sim(workdir / "sim-serve", client_cpu)
+                own, upstream = start_instant_sim(workdir / "sim-serve", client_cpu)
                 running.callback(own.stop)
             (workdir / "serve").mkdir()
             serve = start_gateway(workdir / "serve", upstream, proxy_cpu)
