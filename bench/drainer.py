@@ -157,7 +157,7 @@ def main() -> int:
     parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument(
-        "--batch", type=int, default=1000, help="events per drain (usage.drain_batch)"
+        "--batch", type=int, default=5000, help="events per drain (usage.drain_batch)"
     )
     parser.add_argument("--keys", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=3)

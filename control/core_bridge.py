@@ -151,10 +151,7 @@ class CoreBridge:
 
     def usage_backlog(self) -> int:
         """Events the core holds that are not acknowledged yet (journaled, ready or handed out)."""
-        family = self.metrics_families().get("sluicegate_usage_backlog")
-        if family is None or not family["samples"]:
-            return 0
-        return int(family["samples"][0]["value"])
+        return self._core.usage_backlog
 
     def start_drainer(self, drainer: Drainer) -> None:
         if self._drainer_thread is not None:

@@ -87,9 +87,9 @@ class CoreSettings(Section):
 
 
 class UsageSettings(Section):
-    drain_batch: int = Field(default=1000, ge=1, le=100_000)
+    drain_batch: int = Field(default=5000, ge=1, le=100_000)
     drain_timeout_ms: int = Field(default=200, ge=1, le=60_000)
-    drain_linger_ms: int = Field(default=50, ge=0, le=10_000)
+    drain_linger_ms: int = Field(default=100, ge=0, le=10_000)
     # The core's durable usage journal (one process per directory). Unset: beside the SQLite
     # file ("<database file>.usage-journal"), or "./sluicegate-journal" with PostgreSQL.
     journal_dir: Path | None = None

@@ -118,7 +118,7 @@ class UsageDrainer:
         *,
         ack: Ack | None = None,
         backlog: Backlog | None = None,
-        batch: int = 1000,
+        batch: int = 5000,
         timeout_ms: int = 200,
         linger_ms: int = 0,
         max_backoff: float = 5.0,
@@ -162,6 +162,10 @@ class UsageDrainer:
         if batch.last_seq is not None:
             self._acknowledge(batch.last_seq)
         return batch.size
+
+    def _behind(self) -> bool:
+        """A full batch or more waits in the core: catching up, with no pause between batches."""
+        return self._backlog is not None and self._backlog() >= self._batch
 
     def _acknowledge(self, seq: int) -> None:
         if self._ack is None:
@@ -235,10 +239,12 @@ class UsageDrainer:
             try:
                 taken = self.step(self._timeout_ms)
                 delay = 0.1
-                if 0 < taken < self._batch and self._linger:
-                    # A part batch: let the next one fill up, so that the commit (an fsync)
-                    # and the per-batch statements are paid per many events, not per few. The
-                    # cost is a later row in SQL, never a slower request.
+                if taken and self._linger and not self._behind():
+                    # Let the next batch fill up, so that the commit (an fsync) and the
+                    # per-batch statements are paid per many events, not per few. The cost is a
+                    # later row in SQL, never a slower request. (Lingering only after a part
+                    # batch took a full one and then, at once, the few left over: every other
+                    # batch paid the fixed cost for a handful of events.)
                     stop.wait(self._linger)
             except Exception as e:
                 log.error(

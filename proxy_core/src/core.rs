@@ -242,6 +242,11 @@ impl Core {
         self.shared.usage.ack(seq).map_err(|source| CoreError::Journal { path: "ack".into(), source })
     }
 
+    /// Usage events not yet acknowledged (waiting to be synced, drained or acknowledged).
+    pub fn usage_backlog(&self) -> usize {
+        self.shared.usage.pending()
+    }
+
     pub fn metrics_json(&self) -> String {
         let mut families = metrics::render(&self.shared.metrics);
         if let Some(snapshot) = self.shared.config.load_full() {

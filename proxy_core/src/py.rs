@@ -203,6 +203,12 @@ impl PyCore {
         py.detach(move || core.ack_usage(seq)).map_err(core_error)
     }
 
+    /// Usage events not yet acknowledged (journaled, ready or handed out).
+    #[getter]
+    fn usage_backlog(&self) -> usize {
+        self.inner.usage_backlog()
+    }
+
     #[getter]
     fn running(&self) -> bool {
         self.inner.is_running()

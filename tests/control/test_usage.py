@@ -189,6 +189,29 @@ def test_drain_waits_until_the_core_holds_nothing(harness: Harness) -> None:
     assert [r.request_id for r in _rows(harness)] == ["r1", "r2"]
 
 
+@pytest.mark.parametrize("behind", [False, True])
+def test_the_drainer_lingers_after_a_batch_unless_a_full_one_waits(
+    harness: Harness, behind: bool
+) -> None:
+    """Lingering after every batch (not only after part ones) keeps batches full; a drainer
+    that has fallen a batch or more behind takes the next one at once."""
+    core = FakeCore([event("r1", seq=1), event("r2", seq=2)], [event("r3", seq=3)])
+    drainer = core.drainer(harness, batch=2, linger_ms=60_000, backlog=lambda: 5 if behind else 0)
+    stop = threading.Event()
+    thread = threading.Thread(target=drainer.run, args=(stop,))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(core.acks) < (2 if behind else 1) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        assert core.acks == ([2, 3] if behind else [2])
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+
+
 def test_usage_list_filters_and_tenant_scope(harness: Harness, world: dict[str, Any]) -> None:
     acme_key, globex_key = world["acme_key"]["id"], world["globex_key"]["id"]
     now = time.time()
