@@ -7,8 +7,8 @@ core hands them out: JSON arrays of `--batch` events) to SQLite and PostgreSQL.
 CPU is this process's (`time.process_time`, every thread): the drainer's Python and, for SQLite,
 the database engine's own work, which runs in-process; PostgreSQL's work is in the server's
 processes, measured apart (`pg_stat_statements` is not assumed), so its CPU is not counted here.
-The figures include one parse per batch (`control.usage.drainer.parse`), measured alone too
-(the floor of any drainer that parses its input). Run it on an idle machine: it reports the best
+SQLite's figures include one parse per batch (`control.usage.drainer.parse`), measured alone
+too; PostgreSQL takes the batch's text unparsed. Run it on an idle machine: it reports the best
 of `--repeat` runs.
 """
 

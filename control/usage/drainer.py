@@ -10,9 +10,11 @@ refuses for its values (a malformed event, a bug in the core) is split until the
 are alone; those are kept in `usage_rejects` with the reason, the rest is written, and the batch is
 acknowledged: nothing the core reported disappears, nothing blocks the journal forever.
 
-Cost per event: one parse of the whole batch (orjson: the standard `json` module cost a quarter
-of the drainer's CPU, with its garbage), a key check, a tuple (SQLite) or nothing (PostgreSQL
-reads the batch's JSON itself), and the database's own work. `bench/drainer.py` measures it.
+Cost per event: on SQLite one parse of the whole batch (orjson: the standard `json` module cost a
+quarter of the drainer's CPU, with its garbage), a key check, a tuple, and SQLite's own work; on
+PostgreSQL nothing (the server reads the batch's JSON itself and returns its highest sequence
+number; the batch is parsed here only when the server refuses it). `bench/drainer.py` measures
+it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from control.settings import UsageSettings
 from control.timeutil import utcnow
 from control.usage.events import missing_fields
 from control.usage.models import UsageReject
-from control.usage.writer import write_events
+from control.usage.writer import write_events, write_text
 
 log = logging.getLogger("sluicegate.usage")
 
@@ -131,7 +133,9 @@ class UsageDrainer:
         self._timeout_ms = timeout_ms
         self._linger = linger_ms / 1000
         self._max_backoff = max_backoff
-        self._pending: Batch | None = None
+        # Taken from the core, not stored yet: the text as handed out, and its parse once needed.
+        self._pending: str | None = None
+        self._parsed: Batch | None = None
         # Stored, but its acknowledgement failed: covered by the next one, or tried again when the
         # core has nothing new.
         self._ack_due: int | None = None
@@ -143,7 +147,12 @@ class UsageDrainer:
     @property
     def pending(self) -> int:
         """Events taken from the core and not yet stored (a batch waiting for the database)."""
-        return 0 if self._pending is None else self._pending.size
+        return 0 if self._pending is None else self._parse_pending().size
+
+    def _parse_pending(self) -> Batch:
+        if self._parsed is None:
+            self._parsed = parse(self._pending or "[]")
+        return self._parsed
 
     def step(self, timeout_ms: int) -> int:
         """Write the pending batch, or take a new one from the core and write it; returns the
@@ -155,13 +164,12 @@ class UsageDrainer:
                     # Nothing new to cover it: the journal would keep those events forever.
                     self._acknowledge(self._ack_due)
                 return 0
-            self._pending = parse(raw)
-        batch = self._pending
-        self._store(batch)
-        self._pending = None
-        if batch.last_seq is not None:
-            self._acknowledge(batch.last_seq)
-        return batch.size
+            self._pending, self._parsed = raw, None
+        size, last_seq = self._store(self._pending)
+        self._pending = self._parsed = None
+        if last_seq is not None:
+            self._acknowledge(last_seq)
+        return size
 
     def _behind(self) -> bool:
         """A full batch or more waits in the core: catching up, with no pause between batches."""
@@ -180,11 +188,20 @@ class UsageDrainer:
         self._ack_due = None
         self.acknowledged = seq
 
-    def _store(self, batch: Batch) -> None:
+    def _store(self, text: str) -> tuple[int, int | None]:
+        """Store the batch `text` in one transaction; returns the events it held (stored or kept
+        as rejects) and its highest sequence number."""
+        batch: Batch | None = None
         try:
             with self._sessions() as session, session.begin():
-                new = write_events(session, batch.events, batch.raw)
-                session.add_all(_reject_row(item, reason) for item, reason in batch.rejects)
+                stored = write_text(session, text)
+                if stored is None:
+                    batch = self._parse_pending()
+                    new = write_events(session, batch.events, batch.raw)
+                    session.add_all(_reject_row(item, reason) for item, reason in batch.rejects)
+                    events, last_seq = len(batch.events), batch.last_seq
+                else:
+                    new, events, last_seq = stored.inserted, stored.events, stored.last_seq
         except Exception as e:
             if not refused_values(e):
                 raise
@@ -193,19 +210,19 @@ class UsageDrainer:
                 type(e).__name__,
                 str(e).splitlines()[0] if str(e) else "",
             )
+            batch = self._parse_pending()
             new = self._store_apart(batch.events)
             if batch.rejects:
                 self._keep_rejects(batch.rejects)
+            events, last_seq = len(batch.events), batch.last_seq
         else:
-            if new < len(batch.events):
-                log.info(
-                    "usage: %d of %d events were stored already",
-                    len(batch.events) - new,
-                    len(batch.events),
-                )
+            if new < events:
+                log.info("usage: %d of %d events were stored already", events - new, events)
         self.written += new
-        for item, reason in batch.rejects:
+        rejects = batch.rejects if batch is not None else []
+        for item, reason in rejects:
             self._report(item, reason)
+        return events + len(rejects), last_seq
 
     def _store_apart(self, events: Sequence[dict[str, Any]]) -> int:
         """Write halves apart until the events the database refuses are alone; keep those."""

@@ -5,7 +5,8 @@ ignored by the insert, is not counted twice), added with one upsert per batch.
 Each database takes the batch the cheapest way, because the drainer shares the gateway's CPU:
 - PostgreSQL gets the batch's JSON text as it came from the core, as one parameter: the server
   unpacks it (`json_to_recordset`), inserts, aggregates what it inserted into the rollups and
-  returns the count, in one statement. This process adapts one string.
+  returns the counts and the batch's highest sequence number, in one statement. This process
+  adapts one string and never parses the batch (unless the server refuses it).
 - SQLite runs in this process: one `executemany` of plain tuples from the parsed events (the loop
   runs in C, `started_at` turned into its stored text form by SQLite), then the rollups aggregated
   by SQLite from the rows just inserted (ids above the largest before the batch: the drainer is
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
@@ -134,16 +136,36 @@ POSTGRESQL_WRITE = (
         "CAST(floor(extract(epoch FROM u.started_at)) AS bigint)",
         "(VALUES ('minute', 60), ('hour', 3600), ('day', 86400)) AS g(name, seconds)",
     )
-    + ") SELECT count(*) FROM ins"
+    + ") SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM e), (SELECT max(seq) FROM e)"
 )
 
 
-def _write_postgresql(conn: Connection, text: str) -> int:
-    inserted = conn.exec_driver_sql(POSTGRESQL_WRITE, (text,)).scalar_one()
-    return int(inserted)
+@dataclass(frozen=True)
+class Stored:
+    """What one statement stored: rows inserted, events in the batch, its highest `seq`."""
+
+    inserted: int
+    events: int
+    last_seq: int | None
+
+
+def _write_postgresql(conn: Connection, text: str) -> Stored:
+    inserted, events, last_seq = conn.exec_driver_sql(POSTGRESQL_WRITE, (text,)).one()
+    return Stored(int(inserted), int(events), None if last_seq is None else int(last_seq))
 
 
 # --- both ----------------------------------------------------------------------------------------
+
+
+def write_text(session: Session, text: str) -> Stored | None:
+    """Store a batch as the core handed it out (a JSON array), unparsed, where the database can
+    unpack it (PostgreSQL); `None` where the caller has to parse it first (SQLite). Raises as
+    `write_events` does when the batch cannot be stored as it is (not an array of objects, an
+    event missing a field): the caller then parses it and splits it."""
+    conn = session.connection()
+    if conn.dialect.name != "postgresql":
+        return None
+    return _write_postgresql(conn, text)
 
 
 def write_events(session: Session, events: Sequence[dict[str, Any]], raw: str | None = None) -> int:
@@ -155,7 +177,7 @@ def write_events(session: Session, events: Sequence[dict[str, Any]], raw: str | 
         return 0
     conn = session.connection()
     if conn.dialect.name == "postgresql":
-        return _write_postgresql(conn, raw if raw is not None else json.dumps(events))
+        return _write_postgresql(conn, raw if raw is not None else json.dumps(events)).inserted
     if conn.dialect.name != "sqlite":
         raise RuntimeError(f"usage rows need SQLite or PostgreSQL, not {conn.dialect.name}")
     return _write_sqlite(conn, events)

@@ -111,6 +111,30 @@ def test_acknowledged_only_after_the_commit_and_kept_while_the_database_is_away(
     assert [r.request_id for r in _rows(harness)] == ["r1", "r2"]
 
 
+def test_postgresql_takes_the_batch_unparsed(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL unpacks the core's JSON itself and returns the batch's highest `seq`: the
+    drainer parses a batch only for SQLite (or when the server refuses the batch)."""
+    import control.usage.drainer as drainer_module
+
+    parses: list[str] = []
+    real = drainer_module.parse
+
+    def counted(raw: str) -> Any:
+        parses.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(drainer_module, "parse", counted)
+    core = FakeCore([event("r1", seq=3), event("r2", seq=7), event("r3", seq=5)])
+    drainer = core.drainer(harness)
+    assert drainer.step(0) == 3
+    assert core.acks == [7]
+    assert sorted(r.request_id for r in _rows(harness)) == ["r1", "r2", "r3"]
+    postgresql = harness.ctx.engine.dialect.name == "postgresql"
+    assert len(parses) == (0 if postgresql else 1)
+
+
 def test_a_failed_acknowledgement_is_covered_by_the_next(harness: Harness) -> None:
     core = FakeCore([event("r1", seq=1)], [event("r2", seq=2)])
     calls: list[int] = []
