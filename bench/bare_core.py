@@ -20,6 +20,7 @@ from typing import Any
 from sluicegate import _core
 
 from bench.gateway import MODEL
+from control.settings import UsageSettings
 
 PEPPER = "bench-pepper-0123456789abcdef"
 
@@ -59,17 +60,18 @@ def last_seq(batch: str) -> int | None:
 
 
 def drop_events(core: Any, journaled: bool, stop: threading.Event) -> None:
-    """Take events as `serve`'s drainer does (batches of up to 5000, a 100 ms linger after each
-    unless a full batch waits: `usage.drain_batch`, `usage.drain_linger_ms`), without storing
-    them. Without the linger the data plane would wake this thread for nearly every event, a
-    futex call and a context switch each."""
+    """Take events as `serve`'s drainer does (batches of `usage.drain_batch`, a linger of
+    `usage.drain_linger_ms` after each unless a full batch waits, at their defaults), without
+    storing them. Without the linger the data plane would wake this thread for nearly every
+    event, a futex call and a context switch each."""
+    usage = UsageSettings()
     while not stop.is_set():
-        batch = core.drain_usage(5000, 200)
+        batch = core.drain_usage(usage.drain_batch, usage.drain_timeout_ms)
         seq = last_seq(batch)
         if journaled and seq is not None:
             core.ack_usage(seq)
-        if seq is not None and core.usage_backlog < 5000:
-            stop.wait(0.1)
+        if seq is not None and core.usage_backlog < usage.drain_batch:
+            stop.wait(usage.drain_linger_ms / 1000)
 
 
 def main() -> int:
