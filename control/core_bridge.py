@@ -121,6 +121,10 @@ class CoreBridge:
         return self._rejection
 
     @property
+    def guard_listeners(self, addresses: list[str]) -> None:
+        """Listeners of this process that no upstream connection may reach."""
+        self._core.guard_listeners(addresses)
+
     def core_version(self) -> int | None:
         return self._core.config_version
 

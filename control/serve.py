@@ -37,16 +37,10 @@ log = logging.getLogger("sluicegate.serve")
 
 def _core(settings: Settings) -> Core:
     """The core, its usage journal replayed into memory (not yet into SQL: see `prepare`)."""
-    core = settings.core
     journal = journal_dir(settings)
     try:
         return Core(
-            workers=core.workers,
-            max_body_bytes=core.max_body_bytes,
-            header_read_timeout_ms=core.header_read_timeout_ms,
-            max_connections=core.max_connections,
-            h2_max_concurrent_streams=core.h2_max_concurrent_streams,
-            usage_backlog_limit=core.usage_backlog_limit,
+            **settings.core.model_dump(),
             journal_dir=journal,
             journal_sync_ms=settings.usage.journal_sync_ms,
             access_log=settings.server.access_log or None,
@@ -109,6 +103,8 @@ def _serve(settings: Settings, stop: Stop) -> int:
     try:
         admin_sock = _bind(settings.server.admin_listen)
         ctx.admin_port = admin_sock.getsockname()[1]
+        # No upstream may point back at the admin API (the core adds its own data port).
+        bridge.guard_listeners([_address(admin_sock)])
         try:
             data_address = bridge.start(settings.server.data_listen)
         except StartError as e:

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from sqlalchemy.engine import make_url
 
 from control.db import DEFAULT_URL
@@ -78,12 +86,24 @@ class SecretSettings(Section):
 
 
 class CoreSettings(Section):
+    """The data plane's own settings: each field is the `Core` argument of the same name."""
+
     workers: int = Field(default=0, ge=0, le=1024, description="0: one per CPU")
     max_body_bytes: int = Field(default=33_554_432, ge=1)
     header_read_timeout_ms: int = Field(default=5_000, ge=1)
     max_connections: int = Field(default=25_000, ge=1)
+    max_connections_per_client: int = Field(default=4_096, ge=0, le=2**31, description="0: no cap")
     h2_max_concurrent_streams: int = Field(default=100, ge=1)
+    body_read_timeout_ms: int = Field(default=60_000, ge=1)
+    max_body_bytes_in_flight: int = Field(default=536_870_912, ge=1)
     usage_backlog_limit: int = Field(default=200_000, ge=1)
+    expose_upstream: bool = False
+
+    @model_validator(mode="after")
+    def _budget_holds_a_body(self) -> CoreSettings:
+        if self.max_body_bytes_in_flight < self.max_body_bytes:
+            raise ValueError("max_body_bytes_in_flight must be at least max_body_bytes")
+        return self
 
 
 class UsageSettings(Section):
@@ -141,8 +161,12 @@ ENV: dict[str, tuple[str, str]] = {
     "SLUICEGATE_CORE_MAX_BODY_BYTES": ("core", "max_body_bytes"),
     "SLUICEGATE_CORE_HEADER_READ_TIMEOUT_MS": ("core", "header_read_timeout_ms"),
     "SLUICEGATE_CORE_MAX_CONNECTIONS": ("core", "max_connections"),
+    "SLUICEGATE_CORE_MAX_CONNECTIONS_PER_CLIENT": ("core", "max_connections_per_client"),
     "SLUICEGATE_CORE_H2_MAX_CONCURRENT_STREAMS": ("core", "h2_max_concurrent_streams"),
+    "SLUICEGATE_CORE_BODY_READ_TIMEOUT_MS": ("core", "body_read_timeout_ms"),
+    "SLUICEGATE_CORE_MAX_BODY_BYTES_IN_FLIGHT": ("core", "max_body_bytes_in_flight"),
     "SLUICEGATE_CORE_USAGE_BACKLOG_LIMIT": ("core", "usage_backlog_limit"),
+    "SLUICEGATE_CORE_EXPOSE_UPSTREAM": ("core", "expose_upstream"),
     "SLUICEGATE_USAGE_DRAIN_BATCH": ("usage", "drain_batch"),
     "SLUICEGATE_USAGE_DRAIN_TIMEOUT_MS": ("usage", "drain_timeout_ms"),
     "SLUICEGATE_USAGE_DRAIN_LINGER_MS": ("usage", "drain_linger_ms"),

@@ -217,6 +217,8 @@ def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -
                     "http2": m.http2,
                     # The core's connect-time guard lets link-local addresses through only then.
                     "internal": provider.internal,
+                    "headers": provider.headers,
+                    "forward_headers": provider.forward_headers,
                 }
             )
         timeouts = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, CheckConstraint, String, Text
+from sqlalchemy import JSON, Boolean, CheckConstraint, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from control.db import Base
@@ -25,5 +25,9 @@ class Provider(Base):
     credential_ciphertext: Mapped[str | None] = mapped_column(Text)
     credential_mask: Mapped[str | None] = mapped_column(String(32))
     credential_fingerprint: Mapped[str | None] = mapped_column(String(12))
+    # Sent to the upstream with every request (name -> value); never secrets (that is `credential`).
+    headers: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    # Client headers the upstream may receive beyond the gateway's allow-list.
+    forward_headers: Mapped[list[str]] = mapped_column(JSON, default=list)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]

@@ -21,7 +21,27 @@ BaseURL = Annotated[
     StringConstraints(min_length=1, max_length=2048),
     Field(description="Including the API version segment, e.g. `http://10.0.0.5:8000/v1`"),
 ]
-INTERNAL_DOC = "Allow link-local addresses and the gateway's own ports (internal pools only)"
+INTERNAL_DOC = "Allow link-local addresses (internal pools only)"
+HeaderName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")]
+# Sent as a header value: visible ASCII and spaces.
+HeaderValue = Annotated[str, StringConstraints(max_length=1024, pattern=r"^[\x20-\x7e]*$")]
+Headers = Annotated[
+    dict[HeaderName, HeaderValue],
+    Field(
+        max_length=32,
+        description="Sent to the upstream with every request, over a client's header of the same "
+        "name (e.g. `OpenAI-Organization`). Not for secrets: the credential is `credential`.",
+    ),
+]
+ForwardHeaders = Annotated[
+    list[HeaderName],
+    Field(
+        max_length=32,
+        description="Client headers this upstream may receive beyond the gateway's allow-list "
+        "(content-type, accept, user-agent, anthropic-version, traceparent, tracestate), e.g. "
+        "`anthropic-beta`. Credentials and framing headers are refused.",
+    ),
+]
 
 
 class ProviderCreate(Strict):
@@ -31,6 +51,8 @@ class ProviderCreate(Strict):
     base_url: BaseURL
     credential: Credential | None = Field(default=None, description="Write-only; encrypted at rest")
     internal: bool = Field(default=False, description=INTERNAL_DOC)
+    headers: Headers = {}
+    forward_headers: ForwardHeaders = []
 
 
 class ProviderUpdate(Strict):
@@ -40,8 +62,10 @@ class ProviderUpdate(Strict):
     base_url: BaseURL | None = None
     credential: Credential | None = Field(default=None, description="Write-only; encrypted at rest")
     internal: bool | None = Field(default=None, description=INTERNAL_DOC)
+    headers: Headers | None = None
+    forward_headers: ForwardHeaders | None = None
 
-    @field_validator("name", "base_url", "internal")
+    @field_validator("name", "base_url", "internal", "headers", "forward_headers")
     @classmethod
     def _not_null(cls, value: object) -> object:
         return not_null(value)
@@ -55,6 +79,8 @@ class ProviderOut(BaseModel):
     kind: ProviderKind
     base_url: str
     internal: bool
+    headers: dict[str, str]
+    forward_headers: list[str]
     credential_mask: str | None = Field(description="e.g. `sk-…abcd`; null without a credential")
     credential_fingerprint: str | None = Field(description="First 12 hex digits of its SHA-256")
     created_at: datetime

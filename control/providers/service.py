@@ -77,6 +77,8 @@ def create(ctx: ControlContext, caller: Caller, data: ProviderCreate) -> Provide
             kind=data.kind,
             base_url=base_url,
             internal=data.internal,
+            headers=data.headers,
+            forward_headers=data.forward_headers,
             created_at=now,
             updated_at=now,
         )
@@ -105,6 +107,11 @@ def update(ctx: ControlContext, caller: Caller, provider_id: str, data: Provider
                 provider.base_url = summary["base_url"] = base_url
             if internal != provider.internal:
                 provider.internal = summary["internal"] = internal
+        for field in ("headers", "forward_headers"):
+            value = getattr(data, field)
+            if value is not None and value != getattr(provider, field):
+                setattr(provider, field, value)
+                summary[field] = value
         if "credential" in sent:
             before = provider.credential_fingerprint
             _set_credential(ctx, provider, data.credential)

@@ -1,9 +1,11 @@
 """Upstream base URLs: what the gateway may be pointed at (server-side request forgery guard).
 
 - only `http` and `https`, with a host, without userinfo, query or fragment;
-- never a cloud metadata endpoint (169.254.169.254, fd00:ec2::254, metadata.google.internal, ...);
-- not link-local (169.254.0.0/16, fe80::/10), and not the gateway's own data or admin port on a
-  loopback, unspecified or listening address, unless the provider is marked `internal`;
+- never a cloud metadata endpoint (169.254.169.254, fd00:ec2::254, metadata.google.internal, ...),
+  also not in an IPv6 form that carries its IPv4 address (mapped, compatible, NAT64, 6to4, Teredo);
+- never the gateway's own data or admin port on a loopback, unspecified or listening address (a
+  route pointed at the gateway itself calls itself in a loop);
+- not link-local (169.254.0.0/16, fe80::/10) unless the provider is marked `internal`;
 - numeric hosts are read the way the resolver would (`2852039166`, `0xa9.254.169.254`), so an
   address cannot hide behind another spelling. Loopback in general is allowed (local model
   servers and the simulators run there). The core never follows redirects.
@@ -61,6 +63,27 @@ def parse_ip(host: str) -> IPAddress | None:
     return address
 
 
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+
+
+def embedded_v4(address: IPAddress) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries (compatible, NAT64, 6to4, Teredo), if any; the
+    core's connect-time guard reads the same forms."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    value = int(address)
+    low32 = ipaddress.IPv4Address(value & 0xFFFFFFFF)
+    if value >> 32 == 0 and value > 1:
+        return low32
+    if any(address in net for net in _NAT64):
+        return low32
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    return None
+
+
 def _is_local(host: str, address: IPAddress | None) -> bool:
     if address is not None:
         return address.is_loopback or address.is_unspecified
@@ -86,18 +109,19 @@ def check_base_url(url: str, *, internal: bool, own: set[HostPort]) -> str:
     if not host:
         raise UnsafeURL("needs a host")
     address = parse_ip(host)
-    if host in METADATA_HOSTS or (address is not None and address in METADATA_IPS):
+    embedded = None if address is None else embedded_v4(address)
+    if host in METADATA_HOSTS or address in METADATA_IPS or embedded in METADATA_IPS:
         raise UnsafeURL("points at a cloud metadata endpoint")
     if address is not None and address.is_multicast:
         raise UnsafeURL("points at a multicast address")
-    if not internal:
-        if address is not None and address.is_link_local:
-            raise UnsafeURL("points at a link-local address (allowed only for internal providers)")
-        effective_port = port if port is not None else _DEFAULT_PORTS[parts.scheme]
-        for endpoint in own:
-            same_host = _is_local(host, address) or host == endpoint.host
-            if same_host and effective_port == endpoint.port:
-                raise UnsafeURL(
-                    "points at the gateway's own listener (allowed only for internal providers)"
-                )
+    effective_port = port if port is not None else _DEFAULT_PORTS[parts.scheme]
+    for endpoint in own:
+        same_host = _is_local(host, address) or host == endpoint.host
+        if same_host and effective_port == endpoint.port:
+            raise UnsafeURL("points at the gateway's own listener")
+    link_local = address is not None and (
+        address.is_link_local or (embedded is not None and embedded.is_link_local)
+    )
+    if link_local and not internal:
+        raise UnsafeURL("points at a link-local address (allowed only for internal providers)")
     return url.rstrip("/")

@@ -12,6 +12,7 @@ use sluicegate_core::endpoint::Flavor;
 use sluicegate_core::limits::{self, Estimate, LimitState, Scope};
 use sluicegate_core::metrics::Metrics;
 use sluicegate_core::sse::SseTap;
+use sluicegate_core::upstream::AddressGuard;
 
 const PEPPER: &str = "bench-pepper-0123456789abcdef";
 
@@ -24,7 +25,7 @@ fn key_lookup(c: &mut Criterion) {
         .map(|(i, s)| serde_json::json!({"id": format!("k{i}"), "tenant_id": "t", "hash": hex_digest(&hasher.hash(s)), "prefix": auth::public_prefix(s)}))
         .collect();
     let payload = serde_json::json!({"auth": {"key_pepper": PEPPER}, "tenants": [{"id": "t"}], "keys": keys});
-    let registry = Registry::new(Arc::new(Metrics::default()));
+    let registry = Registry::new(Arc::new(Metrics::default()), AddressGuard::new());
     let snapshot = config::load(1, payload.to_string().as_bytes(), &registry).expect("config");
     let mut i = 0;
     c.bench_function("key lookup (format check + HMAC + map, 10k keys)", |b| {
@@ -56,7 +57,12 @@ fn bucket_check(c: &mut Criterion) {
         b.iter(|| {
             i = (i + 1) % states.len();
             let scopes = [Scope { name: "key", limits: &limits, state: &states[i], quota: None }];
-            black_box(limits::admit(&scopes, Estimate { tokens: 500, cost_micros: 0, now: 0 }).is_ok())
+            let estimate = Estimate { tokens: 500, cost_micros: 0, now: 0 };
+            black_box(limits::admit_request(&scopes).and_then(|mut held| {
+                limits::admit_tokens(&mut held, &scopes, estimate)?;
+                Ok(held)
+            }))
+            .is_ok()
         })
     });
 }

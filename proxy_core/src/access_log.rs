@@ -7,7 +7,6 @@
 //! The log is not billing: when the writer falls behind by `CAPACITY` lines, new lines are
 //! dropped and counted rather than slowing requests down.
 
-use std::fs::OpenOptions;
 use std::io::{BufWriter, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
@@ -43,7 +42,7 @@ impl AccessLog {
         let out: Box<dyn Write + Send> = if target == "-" {
             Box::new(std::io::stderr())
         } else {
-            Box::new(OpenOptions::new().create(true).append(true).open(target)?)
+            Box::new(crate::private_fs::options().create(true).append(true).open(target)?)
         };
         let (tx, rx) = mpsc::sync_channel::<Bytes>(CAPACITY);
         let writer = std::thread::Builder::new().name("sluicegate-access-log".into()).spawn(move || {

@@ -153,3 +153,35 @@ mod tests {
         assert_eq!(parse_hex_digest("zz"), None);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(crate::test_cases(1024)))]
+
+        /// Any text at all is judged without a panic, and only real keys pass.
+        #[test]
+        fn the_key_parser_never_panics(text in ".{0,60}") {
+            let _ = public_prefix(&text);
+            if well_formed(&text) {
+                prop_assert!(text.starts_with(KEY_PREFIX) && text.len() == KEY_LEN);
+            }
+        }
+
+        /// A generated key passes; any one character changed fails its checksum.
+        #[test]
+        fn one_changed_character_is_caught(at in 0usize..KEY_LEN, with in "[0-9A-Za-z]") {
+            let key = generate().unwrap();
+            prop_assert!(well_formed(&key));
+            let mut bytes = key.clone().into_bytes();
+            let replacement = with.as_bytes()[0];
+            prop_assume!(bytes[at] != replacement);
+            bytes[at] = replacement;
+            prop_assert!(!well_formed(&String::from_utf8(bytes).unwrap()));
+        }
+    }
+}

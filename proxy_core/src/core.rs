@@ -120,6 +120,7 @@ impl Core {
         })?;
         tracing::info!(addr = %served.addr, "data plane listening");
         let addr = served.addr;
+        self.shared.registry.guard.add_listeners(&[addr]);
         *running = Some(served);
         Ok(addr)
     }
@@ -140,6 +141,12 @@ impl Core {
         let addr = running.addr;
         running.stop(grace);
         tracing::info!(addr = %addr, "data plane stopped");
+    }
+
+    /// Tell the upstream connector about another listener of this process (the admin API's), which
+    /// no upstream connection may reach.
+    pub fn guard_listeners(&self, addrs: &[SocketAddr]) {
+        self.shared.registry.guard.add_listeners(addrs);
     }
 
     pub fn is_running(&self) -> bool {

@@ -72,6 +72,15 @@ impl Endpoint {
         self as usize
     }
 
+    /// The field that caps an answer's length, written into a request that sent none when its
+    /// output must be bounded (`None`: the endpoint generates no text).
+    pub fn output_cap_field(self) -> Option<&'static str> {
+        match self {
+            Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Messages => Some("max_tokens"),
+            Endpoint::Embeddings | Endpoint::Models => None,
+        }
+    }
+
     /// Whether the endpoint can stream server-sent events.
     pub fn can_stream(self) -> bool {
         matches!(self, Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Messages)

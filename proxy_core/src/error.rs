@@ -66,6 +66,7 @@ kinds! {
     RouteNotFound => (NOT_FOUND, Downstream, "invalid_request_error", "unknown_url", "not_found_error", "unknown_url");
     MethodNotAllowed => (METHOD_NOT_ALLOWED, Downstream, "invalid_request_error", "method_not_allowed", "invalid_request_error", "method_not_allowed");
     PayloadTooLarge => (PAYLOAD_TOO_LARGE, Downstream, "invalid_request_error", "request_too_large", "request_too_large", "request_too_large");
+    BodyTimeout => (REQUEST_TIMEOUT, Downstream, "invalid_request_error", "request_timeout", "invalid_request_error", "body_timeout");
     RpmExceeded => (TOO_MANY_REQUESTS, Downstream, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error", "rpm");
     TpmExceeded => (TOO_MANY_REQUESTS, Downstream, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error", "tpm");
     ConcurrencyExceeded => (TOO_MANY_REQUESTS, Downstream, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error", "concurrency");
@@ -76,11 +77,13 @@ kinds! {
     TenantShareExceeded => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "overloaded", "overloaded_error", "tenant_share");
     NotConfigured => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "not_configured", "overloaded_error", "not_configured");
     UsageBacklog => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "usage_backlog", "overloaded_error", "usage_backlog");
+    BodyBudget => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "overloaded", "overloaded_error", "body_budget");
     ShuttingDown => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "shutting_down", "overloaded_error", "shutting_down");
     UpstreamConnect => (BAD_GATEWAY, Upstream, "upstream_error", "upstream_connect_error", "api_error", "upstream_connect");
     UpstreamConnectTimeout => (GATEWAY_TIMEOUT, Upstream, "upstream_timeout", "upstream_connect_timeout", "api_error", "upstream_connect_timeout");
     UpstreamTimeout => (GATEWAY_TIMEOUT, Upstream, "upstream_timeout", "upstream_timeout", "api_error", "upstream_timeout");
     UpstreamProtocol => (BAD_GATEWAY, Upstream, "upstream_error", "upstream_protocol_error", "api_error", "upstream_protocol");
+    UpstreamAuth => (BAD_GATEWAY, Upstream, "upstream_error", "upstream_auth_failed", "api_error", "upstream_auth");
     NoHealthyUpstream => (SERVICE_UNAVAILABLE, Upstream, "upstream_error", "no_healthy_upstream", "overloaded_error", "no_healthy_upstream");
     Internal => (INTERNAL_SERVER_ERROR, Internal, "server_error", "internal_error", "api_error", "internal");
 }

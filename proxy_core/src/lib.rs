@@ -15,6 +15,7 @@ pub mod error;
 pub mod limits;
 pub mod loadgen;
 pub mod metrics;
+pub mod private_fs;
 pub mod proxy;
 pub mod routing;
 pub mod runtime;
@@ -23,7 +24,15 @@ pub mod sim;
 pub mod sse;
 pub mod stats;
 pub mod tokens;
+pub mod upstream;
 pub mod usage;
 
 #[cfg(feature = "python")]
 mod py;
+
+/// Cases per property test: `PROPTEST_CASES` when set (longer runs: `make proptest`), else the
+/// test's own bound, small enough for `make test`.
+#[cfg(test)]
+pub(crate) fn test_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}

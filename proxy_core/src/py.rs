@@ -75,7 +75,7 @@ impl PyCore {
     /// drain (and acknowledge) its events before serving. Raises JournalError if it cannot be
     /// opened. Its records are made durable together every `journal_sync_ms`. `access_log` is a
     /// file path or `-` (standard error) for one JSON line per request.
-    #[pyo3(signature = (*, workers=0, max_body_bytes=33554432, header_read_timeout_ms=5000, max_connections=25000, h2_max_concurrent_streams=100, usage_backlog_limit=200000, journal_dir=None, journal_sync_ms=10, access_log=None))]
+    #[pyo3(signature = (*, workers=0, max_body_bytes=33554432, header_read_timeout_ms=5000, max_connections=25000, max_connections_per_client=4096, h2_max_concurrent_streams=100, body_read_timeout_ms=60000, max_body_bytes_in_flight=536870912, usage_backlog_limit=200000, expose_upstream=false, journal_dir=None, journal_sync_ms=10, access_log=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -83,15 +83,30 @@ impl PyCore {
         max_body_bytes: usize,
         header_read_timeout_ms: u64,
         max_connections: usize,
+        max_connections_per_client: u32,
         h2_max_concurrent_streams: u32,
+        body_read_timeout_ms: u64,
+        max_body_bytes_in_flight: usize,
         usage_backlog_limit: usize,
+        expose_upstream: bool,
         journal_dir: Option<std::path::PathBuf>,
         journal_sync_ms: u64,
         access_log: Option<String>,
     ) -> PyResult<Self> {
-        if max_connections == 0 || max_body_bytes == 0 || header_read_timeout_ms == 0 || journal_sync_ms == 0 {
+        let positive = [
+            ("max_connections", max_connections as u64),
+            ("max_body_bytes", max_body_bytes as u64),
+            ("header_read_timeout_ms", header_read_timeout_ms),
+            ("body_read_timeout_ms", body_read_timeout_ms),
+            ("max_body_bytes_in_flight", max_body_bytes_in_flight as u64),
+            ("journal_sync_ms", journal_sync_ms),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!("{name} must be positive")));
+        }
+        if max_body_bytes_in_flight < max_body_bytes {
             return Err(pyo3::exceptions::PyValueError::new_err(
-                "max_connections, max_body_bytes, header_read_timeout_ms and journal_sync_ms must be positive",
+                "max_body_bytes_in_flight must be at least max_body_bytes",
             ));
         }
         let options = CoreOptions {
@@ -100,10 +115,14 @@ impl PyCore {
                 conn: ConnSettings {
                     header_read_timeout: Duration::from_millis(header_read_timeout_ms),
                     max_connections,
+                    max_connections_per_client,
                     h2_max_concurrent_streams,
                 },
                 max_body_bytes,
+                body_read_timeout: Duration::from_millis(body_read_timeout_ms),
+                max_body_bytes_in_flight,
                 usage_backlog_limit,
+                expose_upstream,
             },
             journal_dir,
             journal_sync_interval: Duration::from_millis(journal_sync_ms),
@@ -118,6 +137,20 @@ impl PyCore {
         let core = self.inner.clone();
         let listen = listen_addr.to_string();
         py.detach(move || core.start(&listen)).map(|addr| addr.to_string()).map_err(core_error)
+    }
+
+    /// Other listeners of this process ("host:port", e.g. the admin API's): no upstream
+    /// connection may reach them (nor the data port, which the core adds itself).
+    fn guard_listeners(&self, addrs: Vec<String>) -> PyResult<()> {
+        let mut parsed = Vec::with_capacity(addrs.len());
+        for addr in &addrs {
+            let socket = addr
+                .parse::<std::net::SocketAddr>()
+                .map_err(|_| pyo3::exceptions::PyValueError::new_err(format!("{addr:?} is not a host:port address")))?;
+            parsed.push(socket);
+        }
+        self.inner.guard_listeners(&parsed);
+        Ok(())
     }
 
     /// Stop accepting, let in-flight requests finish within the grace period, then join every

@@ -89,7 +89,7 @@ def harness_factory(database_url: str) -> Iterator[Callable[..., Harness]]:
 
     def start(*, start_core: bool = False, **env: str) -> Harness:
         settings = make_settings(database_url, **env)
-        bridge = CoreBridge(Core(workers=1))
+        bridge = CoreBridge(Core(workers=1, expose_upstream=True))
         if start_core:
             bridge.start("127.0.0.1:0")
         client = TestClient(create_app(settings, bridge), raise_server_exceptions=False)

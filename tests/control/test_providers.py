@@ -72,7 +72,7 @@ def test_the_data_port_is_refused_once_listening(harness_factory: object) -> Non
 
 
 def test_internal_providers_may_use_internal_addresses(harness: Harness, admin: Api) -> None:
-    for i, url in enumerate(["http://169.254.10.20:8000/v1", "http://127.0.0.1:18081/v1"]):
+    for i, url in enumerate(["http://169.254.10.20:8000/v1", "http://[fe80::1]:8000/v1"]):
         created = admin.create_provider(id=f"int{i}", base_url=url, internal=True)
         assert created["internal"] is True
     # The core checks resolved addresses when it connects: it is told which members may be

@@ -110,17 +110,30 @@ def test_api_key_helpers_agree_with_the_core() -> None:
     )
 
 
-def test_link_local_and_metadata_upstreams_need_the_internal_flag() -> None:
+def test_link_local_upstreams_need_the_internal_flag_and_metadata_is_never_allowed() -> None:
     core = _core.Core(workers=1)
-    for address in ["169.254.169.254", "[fe80::1]:80", "[fd00:ec2::254]:80"]:
+    version = 0
+    for address, internal_ok in [
+        ("169.254.1.1:80", True),
+        ("[fe80::1]:80", True),
+        ("169.254.169.254", False),
+        ("[fd00:ec2::254]:80", False),
+        ("[64:ff9b::a9fe:a9fe]:80", False),
+        ("100.100.100.200:80", False),
+    ]:
         cfg = ConfigBuilder().tenant("t")
         cfg.pool("p", [member("m", address)]).route("alias", ("p", "up"))
         with pytest.raises(_core.ConfigError) as refused:
-            core.apply_config(1, cfg.payload())
+            core.apply_config(version + 1, cfg.payload())
         assert refused.value.args[1] == "pools[0].members[0].base_url"
-        allowed = ConfigBuilder().tenant("t")
-        allowed.pool("p", [member("m", address, internal=True)]).route("alias", ("p", "up"))
-        assert core.apply_config(1, allowed.payload()) == 1
+        internal = ConfigBuilder().tenant("t")
+        internal.pool("p", [member("m", address, internal=True)]).route("alias", ("p", "up"))
+        if internal_ok:
+            version += 1
+            assert core.apply_config(version, internal.payload()) == version
+        else:
+            with pytest.raises(_core.ConfigError, match="metadata"):
+                core.apply_config(version + 1, internal.payload())
 
 
 def test_config_defaults_are_what_an_empty_pool_policy_means() -> None:

@@ -39,6 +39,7 @@ encryption_key = "{ENCRYPTION_KEY}"
 
 [core]
 workers = 2
+expose_upstream = true
 
 [usage]
 drain_timeout_ms = 50

@@ -70,16 +70,22 @@ class ConfigBuilder:
         )
 
 
+# The simulator's per-request controls: client headers the gateway passes only to members
+# whose provider names them (its allow-list keeps every other client header back).
+SIM_HEADERS = ["x-sim-fault", "x-sim-output-tokens", "x-sim-ttft-ms", "x-sim-itl-ms", "x-sim-echo"]
+
+
 def member(member_id: str, address: str, kind: str = "openai", **extra: Any) -> dict[str, Any]:
     base = f"http://{address}/v1"
-    return {"id": member_id, "kind": kind, "base_url": base, **extra}
+    return {"id": member_id, "kind": kind, "base_url": base, "forward_headers": SIM_HEADERS, **extra}
 
 
 class Gateway:
     """A started core; `drain()` collects usage events as they arrive."""
 
     def __init__(self, config: ConfigBuilder, **core_options: Any) -> None:
-        self.core = _core.Core(workers=2, **core_options)
+        # Tests read which member served from `x-sluicegate-upstream`.
+        self.core = _core.Core(**{"workers": 2, "expose_upstream": True, **core_options})
         self.version = 1
         self.core.apply_config(self.version, config.payload())
         self.address = self.core.start("127.0.0.1:0")

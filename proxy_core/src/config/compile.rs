@@ -6,18 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::uri::Scheme;
-use http::{HeaderName, HeaderValue, Uri};
 
+use super::member::compile_member;
 use super::model::{
-    AdmissionConfig, ConfigPayload, EjectionConfig, HealthCheckConfig, KeyConfig, KeyDelta, Limits, MemberConfig,
-    PoolConfig, ProviderKind, QuotaConfig, RetryConfig, Timeouts,
+    AdmissionConfig, ConfigPayload, EjectionConfig, HealthCheckConfig, KeyConfig, KeyDelta, Limits, PoolConfig,
+    QuotaConfig, RetryConfig, Timeouts,
 };
 use super::registry::Lease;
-use super::snapshot::{KeyEntry, Member, Pool, PoolTimeouts, Price, Route, RouteLeg, Snapshot, TenantEntry};
+use super::snapshot::{KeyEntry, Pool, PoolTimeouts, Price, Route, RouteLeg, Snapshot, TenantEntry};
 use crate::auth::{parse_hex_digest, KeyHasher};
-use crate::endpoint::Endpoint;
-use crate::proxy::upstream::ClientSettings;
 use crate::routing::RetryPolicy;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,7 +24,7 @@ pub struct ConfigError {
     pub message: String,
 }
 
-fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
+pub(super) fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError { path: path.into(), message: message.into() }
 }
 
@@ -369,89 +366,5 @@ fn compile_pool(path: &str, p: &PoolConfig, lease: &mut Lease<'_>) -> Result<Poo
         health_check: p.health_check.clone(),
         state: lease.pool_state(&p.id),
         series: lease.metrics().pool(&p.id),
-    })
-}
-
-fn compile_member(
-    path: &str,
-    pool_id: &str,
-    m: &MemberConfig,
-    pool_timeouts: &PoolTimeouts,
-    check_path: Option<&str>,
-    lease: &mut Lease<'_>,
-) -> Result<Member, ConfigError> {
-    let base: Uri = m.base_url.parse().map_err(|_| err(format!("{path}.base_url"), "is not a valid URL"))?;
-    let scheme = base
-        .scheme()
-        .filter(|s| *s == &Scheme::HTTP || *s == &Scheme::HTTPS)
-        .ok_or_else(|| err(format!("{path}.base_url"), "must start with http:// or https://"))?
-        .clone();
-    let authority = base.authority().ok_or_else(|| err(format!("{path}.base_url"), "needs a host"))?.clone();
-    if base.query().is_some() {
-        return Err(err(format!("{path}.base_url"), "must not carry a query"));
-    }
-    let prefix = base.path().trim_end_matches('/');
-    let mut uris = Vec::with_capacity(Endpoint::ALL.len());
-    for endpoint in Endpoint::ALL {
-        let full = format!("{scheme}://{authority}{prefix}{}", endpoint.upstream_suffix());
-        uris.push(Uri::try_from(full).map_err(|e| err(format!("{path}.base_url"), e.to_string()))?);
-    }
-    let health_uri = match check_path {
-        Some(check) => Some(
-            Uri::try_from(format!("{scheme}://{authority}{prefix}{check}"))
-                .map_err(|e| err(format!("{path}.base_url"), e.to_string()))?,
-        ),
-        None => None,
-    };
-    let uris: [Uri; Endpoint::ALL.len()] =
-        uris.try_into().map_err(|_| err(format!("{path}.base_url"), "internal: endpoint count"))?;
-
-    let credential = match &m.credential {
-        None => None,
-        Some(secret) => {
-            let (name, value) = match m.kind {
-                ProviderKind::Openai => (http::header::AUTHORIZATION, format!("Bearer {secret}")),
-                ProviderKind::Anthropic => (HeaderName::from_static("x-api-key"), secret.clone()),
-            };
-            let mut value = HeaderValue::try_from(value)
-                // Never echo the credential itself.
-                .map_err(|_| err(format!("{path}.credential"), "contains characters not allowed in a header"))?;
-            value.set_sensitive(true);
-            Some((name, value))
-        }
-    };
-    if m.max_concurrency == Some(0) {
-        return Err(err(format!("{path}.max_concurrency"), "must be positive when set"));
-    }
-    let member_key = format!("{pool_id}/{}", m.id);
-    if !m.internal {
-        let literal = authority.host().trim_start_matches('[').trim_end_matches(']');
-        if let Ok(ip) = literal.parse::<std::net::IpAddr>() {
-            if crate::proxy::upstream::forbidden_address(ip) {
-                return Err(err(
-                    format!("{path}.base_url"),
-                    "points at a link-local or metadata address; mark the member internal to allow it",
-                ));
-            }
-        }
-    }
-    let settings = ClientSettings {
-        connect_timeout: pool_timeouts.connect,
-        http2_prior_knowledge: m.http2 && scheme == Scheme::HTTP,
-        allow_internal: m.internal,
-    };
-    let client = lease
-        .client(&member_key, settings)
-        .map_err(|e| err(format!("{path}.base_url"), format!("TLS setup failed: {e}")))?;
-    Ok(Member {
-        id: Arc::from(m.id.as_str()),
-        kind: m.kind,
-        uris,
-        credential,
-        health_uri,
-        weight: m.weight,
-        max_concurrency: m.max_concurrency,
-        client,
-        state: lease.member_state(&member_key),
     })
 }

@@ -3,6 +3,7 @@
 //! that survives swaps.
 
 mod compile;
+mod member;
 mod model;
 mod registry;
 mod snapshot;
@@ -39,4 +40,96 @@ pub fn load(version: u64, payload: &[u8], registry: &Registry) -> Result<Snapsho
     let snapshot = compile(version, &parsed, &mut lease)?;
     lease.commit();
     Ok(snapshot)
+}
+
+#[cfg(test)]
+mod properties {
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::metrics::Metrics;
+    use crate::upstream::AddressGuard;
+
+    fn valid() -> Value {
+        json!({
+            "auth": {"key_pepper": "0123456789abcdef0123"},
+            "tenants": [{"id": "t1", "limits": {"rpm": 60, "tpm": 1000}, "quota": {"period": "daily", "tokens": 500, "period_start": 0}}],
+            "keys": [{"id": "k1", "tenant_id": "t1", "hash": "00".repeat(32), "prefix": "sk-sg-abcd",
+                      "models": ["chat"], "limits": {"max_concurrency": 2}}],
+            "pools": [{"id": "p1", "members": [{"id": "m1", "kind": "openai", "base_url": "http://127.0.0.1:9/v1",
+                        "credential": "secret", "headers": {"openai-organization": "org-1"}, "forward_headers": ["anthropic-beta"]}],
+                       "retry": {"max_attempts": 2}, "health_check": {"interval_ms": 1000}}],
+            "routes": [{"alias": "chat", "chain": [{"pool": "p1", "model": "m"}], "max_output_tokens": 100}],
+            "prices": [{"model": "chat", "version": 1, "input_per_mtok": 1, "output_per_mtok": 2}]
+        })
+    }
+
+    fn leaf() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<u64>().prop_map(|n| json!(n)),
+            (-1e20f64..1e20).prop_map(|f| json!(f)),
+            ".{0,12}".prop_map(Value::String),
+            Just(json!([])),
+            Just(json!({})),
+        ]
+    }
+
+    /// Replace the value at one path (chosen by `picks`) of `value` with `with`.
+    fn mutate(value: &mut Value, picks: &[prop::sample::Index], with: Value) {
+        let Some((pick, rest)) = picks.split_first() else {
+            *value = with;
+            return;
+        };
+        match value {
+            Value::Object(map) if !map.is_empty() => {
+                let i = pick.index(map.len());
+                if let Some((_, child)) = map.iter_mut().nth(i) {
+                    mutate(child, rest, with);
+                }
+            }
+            Value::Array(items) if !items.is_empty() => {
+                let i = pick.index(items.len());
+                mutate(&mut items[i], rest, with);
+            }
+            _ => *value = with,
+        }
+    }
+
+    #[test]
+    fn the_valid_payload_compiles() {
+        let registry = Registry::new(Arc::new(Metrics::default()), AddressGuard::new());
+        load(1, valid().to_string().as_bytes(), &registry).unwrap();
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(crate::test_cases(512)))]
+
+        /// Any payload, however wrong, compiles or is refused with a message; never a panic.
+        #[test]
+        fn compile_never_panics(
+            edits in prop::collection::vec((prop::collection::vec(any::<prop::sample::Index>(), 0..6), leaf()), 1..4),
+        ) {
+            let mut payload = valid();
+            for (picks, with) in edits {
+                mutate(&mut payload, &picks, with);
+            }
+            let registry = Registry::new(Arc::new(Metrics::default()), AddressGuard::new());
+            if let Err(e) = load(1, payload.to_string().as_bytes(), &registry) {
+                prop_assert!(!e.message.is_empty());
+            }
+        }
+
+        /// Bytes that are not even JSON are refused, never a panic.
+        #[test]
+        fn arbitrary_bytes_are_refused(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+            let registry = Registry::new(Arc::new(Metrics::default()), AddressGuard::new());
+            let _ = load(1, &bytes, &registry);
+        }
+    }
 }

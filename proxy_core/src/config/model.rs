@@ -198,10 +198,19 @@ pub struct MemberConfig {
     /// Speak HTTP/2 with prior knowledge to a plaintext upstream (TLS upstreams negotiate by ALPN).
     #[serde(default)]
     pub http2: bool,
-    /// An operator's internal upstream: may be on link-local or metadata-like addresses, which
-    /// are refused otherwise (checked on the resolved address at connect time).
+    /// An operator's internal upstream: may be on link-local addresses, which are refused
+    /// otherwise (checked on the resolved address at connect time). Metadata services and the
+    /// gateway's own listeners stay out of reach.
     #[serde(default)]
     pub internal: bool,
+    /// Headers the operator sends to this upstream with every request (e.g. an
+    /// `OpenAI-Organization`); they win over a client's header of the same name.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Names of client headers this upstream may receive beyond the gateway's allow-list
+    /// (e.g. `anthropic-beta`).
+    #[serde(default)]
+    pub forward_headers: Vec<String>,
 }
 
 fn default_weight() -> u32 {

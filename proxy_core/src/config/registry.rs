@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::admission::PoolGate;
 use crate::limits::{LimitState, QuotaState};
 use crate::metrics::Metrics;
-use crate::proxy::upstream::{ClientSettings, UpstreamClient};
 use crate::routing::{MemberState, PoolState};
 use crate::stats::Windows;
+use crate::upstream::{AddressGuard, ClientSettings, UpstreamClient};
 
 use super::model::AdmissionConfig;
 
@@ -75,6 +75,8 @@ struct Tables {
 
 pub struct Registry {
     pub metrics: Arc<Metrics>,
+    /// What upstream connections may reach; shared by every client.
+    pub guard: Arc<AddressGuard>,
     tables: Mutex<Tables>,
 }
 
@@ -99,8 +101,8 @@ fn infallible<V>(v: Result<V, Never>) -> V {
 }
 
 impl Registry {
-    pub fn new(metrics: Arc<Metrics>) -> Self {
-        Self { metrics, tables: Mutex::new(Tables::default()) }
+    pub fn new(metrics: Arc<Metrics>, guard: Arc<AddressGuard>) -> Self {
+        Self { metrics, guard, tables: Mutex::new(Tables::default()) }
     }
 
     /// Start a compilation; compilations are serialized by this lease.
@@ -121,7 +123,8 @@ impl Lease<'_> {
     }
 
     pub fn client(&mut self, member_key: &str, settings: ClientSettings) -> Result<Arc<UpstreamClient>, rustls::Error> {
-        self.tables.clients.get_or_make(&(member_key.to_string(), settings), || UpstreamClient::new(settings))
+        let guard = self.registry.guard.clone();
+        self.tables.clients.get_or_make(&(member_key.to_string(), settings), || UpstreamClient::new(settings, guard))
     }
 
     pub fn member_state(&mut self, member_key: &str) -> Arc<MemberState> {

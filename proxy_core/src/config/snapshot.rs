@@ -15,9 +15,9 @@ use crate::auth::{KeyHash, KeyHasher};
 use crate::endpoint::Endpoint;
 use crate::limits::{LimitState, QuotaState};
 use crate::metrics::{LegSeries, PoolSeries};
-use crate::proxy::upstream::UpstreamClient;
 use crate::routing::{MemberState, PoolState, RetryPolicy};
 use crate::stats::Windows;
+use crate::upstream::UpstreamClient;
 
 pub struct Snapshot {
     pub version: u64,
@@ -84,6 +84,12 @@ pub struct Member {
     pub uris: [Uri; Endpoint::ALL.len()],
     /// The header carrying the upstream credential, marked sensitive.
     pub credential: Option<(HeaderName, HeaderValue)>,
+    /// The credential itself, to scrub from upstream error bodies before they are relayed.
+    pub secret: Option<Arc<str>>,
+    /// Client headers this member may receive beyond the gateway's allow-list.
+    pub pass_through: Vec<HeaderName>,
+    /// The operator's own headers for this member.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
     /// Where active health checks go (the pool's check path under the base URL).
     pub health_uri: Option<Uri>,
     pub weight: u32,

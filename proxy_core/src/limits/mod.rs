@@ -73,6 +73,8 @@ struct TokenCharge {
 #[derive(Default)]
 pub struct Held {
     slots: Vec<Slot>,
+    /// RPM charges, given back if the request is refused by a later limit.
+    rpm: Vec<(Arc<LimitState>, Rate)>,
     tokens: Vec<TokenCharge>,
     quotas: Vec<QuotaHold>,
     reserved: u64,
@@ -95,11 +97,12 @@ impl Held {
         }
     }
 
-    /// Undo everything (the request was refused later in admission).
-    fn refund(&mut self, rpm: &[(Arc<LimitState>, Rate)]) {
+    /// Undo the token and quota charges and the RPM charges (the request was refused by a
+    /// limit); the concurrency slots go when `self` is dropped.
+    fn refund(&mut self) {
         self.settle(0, 0);
-        for (state, rate) in rpm {
-            state.rpm.settle(*rate, -1);
+        for (state, rate) in self.rpm.drain(..) {
+            state.rpm.settle(rate, -1);
         }
     }
 }
@@ -115,18 +118,16 @@ fn limited(kind: ErrorKind, scope: &str, what: &str, refusal: Option<Refusal>, i
     error
 }
 
-/// Check and charge every scope (tenant first, then key), all or nothing: concurrency, requests
-/// per minute, tokens per minute, then quotas.
-pub fn admit(scopes: &[Scope<'_>], estimate: Estimate) -> Result<Held, GatewayError> {
-    let estimate_tokens = estimate.tokens;
-    let mut held = Held { reserved: estimate_tokens, ..Held::default() };
-    let mut rpm_charged: Vec<(Arc<LimitState>, Rate)> = Vec::new();
+/// First phase, before the request's body is read (so a key at its limits cannot make the
+/// gateway buffer bodies): a concurrency slot and one request of RPM in every scope (tenant
+/// first, then key), all or nothing.
+pub fn admit_request(scopes: &[Scope<'_>]) -> Result<Held, GatewayError> {
+    let mut held = Held::default();
     for scope in scopes {
         if let Some(max) = scope.limits.max_concurrency {
             match scope.state.concurrency.try_acquire(max) {
                 Some(slot) => held.slots.push(slot),
                 None => {
-                    held.refund(&rpm_charged);
                     return Err(limited(
                         ErrorKind::ConcurrencyExceeded,
                         scope.name,
@@ -141,9 +142,9 @@ pub fn admit(scopes: &[Scope<'_>], estimate: Estimate) -> Result<Held, GatewayEr
     for scope in scopes {
         if let Some(rate) = rpm_rate(scope.limits) {
             match scope.state.rpm.try_charge(rate, 1) {
-                Ok(_) => rpm_charged.push((scope.state.clone(), rate)),
+                Ok(_) => held.rpm.push((scope.state.clone(), rate)),
                 Err(refusal) => {
-                    held.refund(&rpm_charged);
+                    held.refund();
                     let info = RateLimitInfo {
                         limit_requests: Some(rate.per_minute),
                         remaining_requests: Some(refusal.remaining),
@@ -161,12 +162,21 @@ pub fn admit(scopes: &[Scope<'_>], estimate: Estimate) -> Result<Held, GatewayEr
             }
         }
     }
+    Ok(held)
+}
+
+/// Second phase, once the body says what the request may use: tokens per minute, then quotas,
+/// in every scope. A refusal gives back everything of both phases but the slots (dropped with
+/// `held`): a request a limit refused is not counted.
+pub fn admit_tokens(held: &mut Held, scopes: &[Scope<'_>], estimate: Estimate) -> Result<(), GatewayError> {
+    let estimate_tokens = estimate.tokens;
+    held.reserved = estimate_tokens;
     for scope in scopes {
         if let Some(rate) = tpm_rate(scope.limits) {
             match scope.state.tpm.try_charge(rate, estimate_tokens) {
                 Ok(_) => held.tokens.push(TokenCharge { state: scope.state.clone(), rate }),
                 Err(refusal) => {
-                    held.refund(&rpm_charged);
+                    held.refund();
                     let info = RateLimitInfo {
                         limit_tokens: Some(rate.per_minute),
                         remaining_tokens: Some(refusal.remaining),
@@ -192,7 +202,7 @@ pub fn admit(scopes: &[Scope<'_>], estimate: Estimate) -> Result<Held, GatewayEr
         match state.reserve(config, estimate.now, estimate_tokens, estimate.cost_micros) {
             Ok(hold) => held.quotas.push(hold),
             Err(spent) => {
-                held.refund(&rpm_charged);
+                held.refund();
                 let (what, needs) =
                     if spent.tokens { ("token", estimate_tokens) } else { ("spending", estimate.cost_micros) };
                 let message = format!(
@@ -203,12 +213,25 @@ pub fn admit(scopes: &[Scope<'_>], estimate: Estimate) -> Result<Held, GatewayEr
             }
         }
     }
-    Ok(held)
+    Ok(())
+}
+
+/// Whether any scope counts tokens (TPM or a quota): then the request's output must be capped
+/// at what is reserved for it.
+pub fn counts_tokens(scopes: &[Scope<'_>]) -> bool {
+    scopes.iter().any(|s| s.limits.tpm.is_some() || s.quota.is_some())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Both phases at once, as the handler runs them around reading the body.
+    fn admit(scopes: &[Scope<'_>], estimate: Estimate) -> Result<Held, GatewayError> {
+        let mut held = admit_request(scopes)?;
+        admit_tokens(&mut held, scopes, estimate)?;
+        Ok(held)
+    }
 
     fn est(tokens: u64) -> Estimate {
         Estimate { tokens, cost_micros: 0, now: 0 }

@@ -3,8 +3,10 @@
 //! and the request settles to what it actually used when it ends. The reservation is owned by the
 //! request (RAII): every end, including a dropped connection, releases or settles it.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use crate::config::{QuotaConfig, QuotaPeriod};
 
@@ -48,23 +50,30 @@ pub fn period_start(period: QuotaPeriod, now: i64) -> Option<i64> {
     }
 }
 
+/// What one period of a quota has used, reservations included. A new period gets a new one,
+/// swapped in whole: a reservation lands in exactly one period's counts, never between a reset
+/// of the period and a reset of the counts.
+struct PeriodUse {
+    start: i64,
+    tokens: AtomicU64,
+    cost: AtomicU64,
+}
+
 /// Live use of one quota; survives config swaps.
 pub struct QuotaState {
-    period_start: AtomicI64,
-    used_tokens: AtomicU64,
-    used_cost: AtomicU64,
+    current: ArcSwap<PeriodUse>,
 }
 
 impl Default for QuotaState {
     fn default() -> Self {
-        Self { period_start: AtomicI64::new(i64::MIN), used_tokens: AtomicU64::new(0), used_cost: AtomicU64::new(0) }
+        let unset = PeriodUse { start: i64::MIN, tokens: AtomicU64::new(0), cost: AtomicU64::new(0) };
+        Self { current: ArcSwap::from_pointee(unset) }
     }
 }
 
-/// A reservation held by one request.
+/// A reservation held by one request, against the period it started in.
 pub struct QuotaHold {
-    state: Arc<QuotaState>,
-    period_start: i64,
+    period: Arc<PeriodUse>,
     tokens: u64,
     cost: u64,
 }
@@ -92,43 +101,47 @@ fn reserve_one(counter: &AtomicU64, limit: Option<u64>, amount: u64) -> Result<(
 }
 
 impl QuotaState {
-    /// Move to the period `now` is in, adopting the ledger's figures when they describe it.
-    fn sync(&self, config: &QuotaConfig, now: i64) -> i64 {
-        let current = period_start(config.period, now).map_or(config.period_start, |p| p.max(config.period_start));
-        let seen = self.period_start.load(Ordering::Acquire);
-        if seen < current
-            && self.period_start.compare_exchange(seen, current, Ordering::AcqRel, Ordering::Acquire).is_ok()
-        {
-            let from_ledger = config.period_start == current;
-            self.used_tokens.store(if from_ledger { config.used_tokens } else { 0 }, Ordering::Release);
-            self.used_cost.store(if from_ledger { config.used_cost_micros } else { 0 }, Ordering::Release);
+    /// The counts of the period `now` is in: moved to a new period (adopting the ledger's figures
+    /// when they describe it) if the one in force is older.
+    fn period(&self, config: &QuotaConfig, now: i64) -> Arc<PeriodUse> {
+        let start = period_start(config.period, now).map_or(config.period_start, |p| p.max(config.period_start));
+        loop {
+            let seen = self.current.load_full();
+            if seen.start >= start {
+                return seen;
+            }
+            let from_ledger = config.period_start == start;
+            let fresh = Arc::new(PeriodUse {
+                start,
+                tokens: AtomicU64::new(if from_ledger { config.used_tokens } else { 0 }),
+                cost: AtomicU64::new(if from_ledger { config.used_cost_micros } else { 0 }),
+            });
+            let previous = self.current.compare_and_swap(&seen, fresh);
+            if Arc::ptr_eq(&previous, &seen) {
+                return self.current.load_full();
+            }
+            // Another request moved the period first: use (or move past) what it put in.
         }
-        self.period_start.load(Ordering::Acquire)
     }
 
     pub fn used(&self) -> (u64, u64) {
-        (self.used_tokens.load(Ordering::Acquire), self.used_cost.load(Ordering::Acquire))
+        let period = self.current.load();
+        (period.tokens.load(Ordering::Acquire), period.cost.load(Ordering::Acquire))
     }
 
     /// Hold `tokens` and `cost` against the quota, or say which allowance is spent.
-    pub fn reserve(
-        self: &Arc<Self>,
-        config: &QuotaConfig,
-        now: i64,
-        tokens: u64,
-        cost: u64,
-    ) -> Result<QuotaHold, Exhausted> {
-        let period = self.sync(config, now);
-        reserve_one(&self.used_tokens, config.tokens, tokens).map_err(|(limit, used)| Exhausted {
+    pub fn reserve(&self, config: &QuotaConfig, now: i64, tokens: u64, cost: u64) -> Result<QuotaHold, Exhausted> {
+        let period = self.period(config, now);
+        reserve_one(&period.tokens, config.tokens, tokens).map_err(|(limit, used)| Exhausted {
             tokens: true,
             limit,
             used,
         })?;
-        if let Err((limit, used)) = reserve_one(&self.used_cost, config.cost_micros, cost) {
-            self.used_tokens.fetch_sub(tokens, Ordering::AcqRel);
+        if let Err((limit, used)) = reserve_one(&period.cost, config.cost_micros, cost) {
+            period.tokens.fetch_sub(tokens, Ordering::AcqRel);
             return Err(Exhausted { tokens: false, limit, used });
         }
-        Ok(QuotaHold { state: self.clone(), period_start: period, tokens, cost })
+        Ok(QuotaHold { period, tokens, cost })
     }
 }
 
@@ -139,13 +152,12 @@ fn adjust(counter: &AtomicU64, reserved: u64, actual: u64) {
 }
 
 impl QuotaHold {
-    /// Replace the reservation by what was actually used. A request that began in an earlier
-    /// period leaves the new period's count alone (the ledger bills it to its own period).
+    /// Replace the reservation by what was actually used, in the period the request started in.
+    /// A request that began in an earlier period leaves the new period's count alone (the
+    /// ledger bills it to its own period).
     pub fn settle(self, tokens: u64, cost: u64) {
-        if self.state.period_start.load(Ordering::Acquire) == self.period_start {
-            adjust(&self.state.used_tokens, self.tokens, tokens);
-            adjust(&self.state.used_cost, self.cost, cost);
-        }
+        adjust(&self.period.tokens, self.tokens, tokens);
+        adjust(&self.period.cost, self.cost, cost);
     }
 }
 
@@ -202,6 +214,33 @@ mod tests {
         assert_eq!(state.used(), (50, 0));
         fresh.settle(20, 0);
         assert_eq!(state.used(), (20, 0));
+    }
+
+    /// Many threads reserving while the period turns: every reservation is counted in exactly one
+    /// period, none is lost to the turn.
+    #[test]
+    fn a_reservation_made_as_the_period_turns_is_never_lost() {
+        for _ in 0..50 {
+            let state = Arc::new(QuotaState::default());
+            let q = quota(Some(u64::MAX / 2), None, QuotaPeriod::Daily, 0);
+            let held: Vec<QuotaHold> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..8)
+                    .map(|i| {
+                        let state = &state;
+                        let q = &q;
+                        s.spawn(move || {
+                            (0..200)
+                                .map(|j| state.reserve(q, DAY + (i * 200 + j) % 2, 1, 0).ok().unwrap())
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+            });
+            // All at DAY or DAY+1: one period; every one of the 1600 is in it.
+            assert_eq!(state.used().0, 1600);
+            drop(held);
+        }
     }
 
     #[test]

@@ -290,6 +290,18 @@ pub fn render(metrics: &Metrics) -> Vec<FamilySnapshot> {
             g.connections.open.load(Ordering::Relaxed),
         ),
         (
+            "sluicegate_connections_refused_per_client_total",
+            "counter",
+            "Client connections closed at once because their address (IPv6: its /64) held its cap.",
+            g.connections.refused_per_client.load(Ordering::Relaxed),
+        ),
+        (
+            "sluicegate_connections_first_request_timeouts_total",
+            "counter",
+            "Client connections closed because no whole request head arrived within the header timeout.",
+            g.connections.first_request_timeouts.load(Ordering::Relaxed),
+        ),
+        (
             "sluicegate_usage_events_total",
             "counter",
             "Usage events emitted by the data plane.",

@@ -15,17 +15,17 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 
 use super::context::RequestCtx;
-use super::headers::{client_response_headers, upstream_request_headers};
 use super::relay::{RelayBody, RelayMode, Timers};
 use super::respond::ProxyBody;
 use super::trace::{Leg, Trace, UsageGuard};
-use super::upstream::ConnectTiming;
 use crate::admission::{Entry, Permit};
 use crate::config::{Member, Pool, ProviderKind, RouteLeg};
 use crate::endpoint::Endpoint;
 use crate::error::{ErrorKind, GatewayError};
 use crate::routing::{pick_member, Availability, MemberLease, RetryReason, Verdict};
 use crate::sse::SseTap;
+use crate::upstream::headers::{client_response_headers, upstream_request_headers};
+use crate::upstream::ConnectTiming;
 use crate::usage::Outcome;
 
 pub fn serves(kind: ProviderKind, endpoint: Endpoint) -> bool {
@@ -36,7 +36,7 @@ pub fn serves(kind: ProviderKind, endpoint: Endpoint) -> bool {
 }
 
 fn upstream_request(member: &Member, ctx: &RequestCtx, body: Bytes) -> Request<Full<Bytes>> {
-    let mut headers = upstream_request_headers(&ctx.client_headers);
+    let mut headers = upstream_request_headers(&ctx.client_headers, &member.pass_through, &member.headers);
     if let Some((name, value)) = &member.credential {
         headers.insert(name.clone(), value.clone());
     }
@@ -223,7 +223,7 @@ pub async fn forward(
             if let Some(trace) = guard.trace() {
                 trace.set_leg(Leg::new(leg, mi), leg_index);
             }
-            let body = match ctx.peeked.rewrite(&leg.model_json, want_usage) {
+            let body = match ctx.peeked.rewrite(&leg.model_json, want_usage, ctx.cap_edit()) {
                 Ok(body) => body,
                 Err(e) => return Err(fail(&mut guard, e, Outcome::UpstreamError)),
             };
@@ -265,6 +265,20 @@ pub async fn forward(
                     let status = response.status().as_u16();
                     member.state.record_ttfb(sent_at.elapsed());
                     let reason = match status {
+                        401 | 403 => {
+                            // The upstream refused the operator's credential (or account): the
+                            // tenant gets the gateway's own error, never the upstream's words.
+                            lease.set_verdict(if status == 401 { Verdict::Failure } else { Verdict::Neutral });
+                            tracing::warn!(
+                                request_id = %ctx.request_id, pool = %pool.id, upstream = %member.id, status,
+                                "the upstream refused the member's credential"
+                            );
+                            let error = GatewayError::new(
+                                ErrorKind::UpstreamAuth,
+                                format!("the upstream refused the gateway's credentials (HTTP {status})"),
+                            );
+                            return Err(fail(&mut guard, error, Outcome::UpstreamError));
+                        }
                         429 => {
                             let after = retry_after(response.headers()).unwrap_or(Duration::from_secs(1));
                             member.state.cool_down(after);
@@ -350,7 +364,7 @@ fn relay(
     if let Some(trace) = guard.trace() {
         trace.mark_headers(status.as_u16(), connect);
     }
-    client_response_headers(&mut parts.headers);
+    parts.headers = client_response_headers(&parts.headers);
     let is_sse = status.is_success()
         && parts
             .headers
@@ -366,8 +380,17 @@ fn relay(
             parts.headers.remove(header::CONTENT_LENGTH);
         }
         RelayMode::Stream { tap: SseTap::new(flavor, hide_usage), flavor }
+    } else if status.is_success() {
+        RelayMode::Whole { meter: Some(Box::default()) }
     } else {
-        RelayMode::Whole { kept: Vec::new(), kept_len: 0, parse_usage: status.is_success() }
+        match &leg.pool.members[attempt.member_index].secret {
+            Some(secret) => {
+                // Scrubbing may change the length.
+                parts.headers.remove(header::CONTENT_LENGTH);
+                RelayMode::Scrubbed { kept: Vec::new(), secret: secret.clone() }
+            }
+            None => RelayMode::Whole { meter: None },
+        }
     };
     let timers = Timers {
         idle: timeouts.idle,
@@ -376,8 +399,10 @@ fn relay(
         client_deadline: ctx.deadline,
     };
     let member = &leg.pool.members[attempt.member_index];
-    if let Ok(v) = HeaderValue::from_str(&format!("{}/{}", leg.pool.id, member.id)) {
-        parts.headers.insert("x-sluicegate-upstream", v);
+    if ctx.shared.settings.expose_upstream {
+        if let Ok(v) = HeaderValue::from_str(&format!("{}/{}", leg.pool.id, member.id)) {
+            parts.headers.insert("x-sluicegate-upstream", v);
+        }
     }
     if attempt.leg_index > 0 {
         parts.headers.insert("x-sluicegate-fallback", HeaderValue::from_static("1"));

@@ -6,13 +6,12 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
 use super::auth::authenticate;
+use super::body::{read_body, BodyLimits};
 use super::context::RequestCtx;
 use super::deferred::DeferredBody;
 use super::forward::{forward, serves};
@@ -110,22 +109,6 @@ fn check_framing(headers: &HeaderMap) -> Result<(), GatewayError> {
     Ok(())
 }
 
-async fn read_body(body: Incoming, headers: &HeaderMap, cap: usize) -> Result<Bytes, GatewayError> {
-    let too_large = || {
-        GatewayError::new(ErrorKind::PayloadTooLarge, format!("the request body is larger than {cap} bytes")).closing()
-    };
-    let declared =
-        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > cap as u64) {
-        return Err(too_large());
-    }
-    match Limited::new(body, cap).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(e) => Err(GatewayError::invalid(format!("could not read the request body: {e}"))),
-    }
-}
-
 fn models_list(snapshot: &Snapshot, key: &KeyEntry) -> Response<ProxyBody> {
     let data: Vec<serde_json::Value> = snapshot
         .route_aliases
@@ -164,22 +147,50 @@ fn client_deadline(headers: &HeaderMap, arrived: Instant) -> Result<Option<Insta
     Ok(Some(arrived + Duration::from_millis(ms)))
 }
 
-/// Tokens to reserve against TPM: the prompt estimate plus the most the answer may use.
-/// What to reserve against TPM and quotas: the prompt estimate plus the most the answer may use,
-/// and what that would cost.
-fn estimate(endpoint: Endpoint, peeked: &Peeked, route: &Route, now: f64) -> Estimate {
+/// The most output tokens the upstream may produce: the client's largest cap, lowered to the
+/// route's; when the client set none, the route's (or the default) if anything counts tokens.
+fn output_cap(endpoint: Endpoint, peeked: &Peeked, route: &Route, counts_tokens: bool) -> Option<u64> {
+    endpoint.output_cap_field()?;
+    match (peeked.max_tokens, route.max_output_tokens) {
+        (Some(asked), Some(cap)) => Some(asked.min(cap)),
+        (Some(asked), None) => Some(asked),
+        (None, cap) if counts_tokens => Some(cap.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS)),
+        (None, _) => None,
+    }
+}
+
+/// What to reserve against TPM and quotas: the prompt estimate plus the most the answer may use
+/// (every choice generated), and what that would cost.
+fn estimate(endpoint: Endpoint, peeked: &Peeked, route: &Route, cap: Option<u64>, now: f64) -> Estimate {
     let prompt = peeked.prompt.tokens();
-    let output = if endpoint == Endpoint::Embeddings {
+    let output = if endpoint.output_cap_field().is_none() {
         0
     } else {
-        let cap = route.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
-        peeked.max_tokens.map_or(cap, |m| m.min(cap)).saturating_mul(peeked.n)
+        cap.or(route.max_output_tokens).unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS).saturating_mul(peeked.n)
     };
     Estimate {
         tokens: prompt.saturating_add(output),
         cost_micros: route.price.map_or(0, |p| p.cost(prompt, output)),
         now: now as i64,
     }
+}
+
+fn key_scopes(key: &KeyEntry) -> [Scope<'_>; 2] {
+    let tenant = &key.tenant;
+    [
+        Scope {
+            name: "tenant",
+            limits: &tenant.limits,
+            state: &tenant.limit_state,
+            quota: tenant.quota.as_ref().map(|q| (q, &tenant.quota_state)),
+        },
+        Scope {
+            name: "key",
+            limits: &key.limits,
+            state: &key.limit_state,
+            quota: key.quota.as_ref().map(|q| (q, &key.quota_state)),
+        },
+    ]
 }
 
 async fn process(
@@ -215,7 +226,13 @@ async fn process(
 
     let (parts, body) = req.into_parts();
     let deadline = client_deadline(&parts.headers, arrived)?;
-    let body = read_body(body, &parts.headers, shared.settings.max_body_bytes).await?;
+    // The key's concurrency slot and RPM before its body is read: a key at its limits cannot
+    // make the gateway buffer bodies.
+    let mut held = limits::admit_request(&key_scopes(&key))?;
+    let settings = &shared.settings;
+    let body_limits =
+        BodyLimits { cap: settings.max_body_bytes, timeout: settings.body_read_timeout, budget: &shared.body_budget };
+    let (body, body_bytes) = read_body(body, &parts.headers, body_limits).await?;
     let peeked = peek(endpoint, body)?;
     let route = snapshot.routes.get(peeked.model.as_str()).cloned().ok_or_else(|| {
         GatewayError::new(
@@ -247,23 +264,10 @@ async fn process(
         .with_retry_after(Duration::from_secs(5)));
     }
 
-    let estimate = estimate(endpoint, &peeked, &route, unix);
-    let tenant = &key.tenant;
-    let scopes = [
-        Scope {
-            name: "tenant",
-            limits: &tenant.limits,
-            state: &tenant.limit_state,
-            quota: tenant.quota.as_ref().map(|q| (q, &tenant.quota_state)),
-        },
-        Scope {
-            name: "key",
-            limits: &key.limits,
-            state: &key.limit_state,
-            quota: key.quota.as_ref().map(|q| (q, &key.quota_state)),
-        },
-    ];
-    let held = limits::admit(&scopes, estimate)?;
+    // What the upstream may produce is what is reserved: the cap goes into the body it gets.
+    let scopes = key_scopes(&key);
+    let output_cap = output_cap(endpoint, &peeked, &route, limits::counts_tokens(&scopes));
+    limits::admit_tokens(&mut held, &scopes, estimate(endpoint, &peeked, &route, output_cap, unix))?;
     let ctx = RequestCtx {
         shared: shared.clone(),
         request_id: request_id.clone(),
@@ -278,6 +282,8 @@ async fn process(
         arrived_unix: unix,
         deadline,
         held,
+        output_cap,
+        body_bytes,
     };
     admit_and_forward(ctx).await
 }

@@ -1,7 +1,8 @@
-//! Reading the few body fields the gateway needs (model, stream, max tokens, n, the text to
+//! Reading the few body fields the gateway needs (model, stream, output caps, n, the text to
 //! estimate) without building a DOM, and rewriting the body by splicing byte ranges: the upstream
-//! model name replaces the alias and `stream_options.include_usage` is switched on. Every other
-//! byte goes upstream exactly as the client sent it.
+//! model name replaces the alias, `stream_options.include_usage` is switched on, and the output
+//! cap the request was reserved for is written into every cap field (or added). Every other byte
+//! goes upstream exactly as the client sent it.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -62,11 +63,22 @@ pub struct Peeked {
     /// The client itself asked for the usage chunk of a stream.
     pub client_include_usage: bool,
     stream_options: Option<Range<usize>>,
+    /// The largest of the client's output caps (`max_tokens`, `max_completion_tokens`,
+    /// `max_output_tokens`): an upstream may honour any of them, so the largest is what it may
+    /// produce.
     pub max_tokens: Option<u64>,
+    /// Where each cap field's value is, and the value.
+    cap_fields: Vec<(Range<usize>, u64)>,
+    /// Choices generated per request: `n`, or `best_of` when larger (all of them are billed).
     pub n: u64,
     pub prompt: TextMeasure,
     close_brace: usize,
 }
+
+/// The output-cap fields of the APIs we serve; an upstream may read any of them.
+const CAP_FIELDS: &[&str] = &["max_tokens", "max_completion_tokens", "max_output_tokens"];
+/// Request fields whose whole JSON is prompt text to the model (tool and output schemas).
+const SCHEMA_FIELDS: &[&str] = &["tools", "functions", "response_format", "tool_choice"];
 
 fn span(body: &[u8], raw: &RawValue) -> Range<usize> {
     let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
@@ -97,6 +109,7 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
         client_include_usage: false,
         stream_options: None,
         max_tokens: None,
+        cap_fields: Vec::new(),
         n: 1,
         prompt: TextMeasure::default(),
         close_brace: body
@@ -135,19 +148,24 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
                 peeked.client_include_usage = opts.and_then(|o| o.include_usage).unwrap_or(false);
                 peeked.stream_options = Some(span(body, raw));
             }
-            "max_tokens" | "max_completion_tokens" | "max_output_tokens" => {
+            k if CAP_FIELDS.contains(&k) => {
                 let value: Option<u64> = parse_field(key, raw, "a non-negative integer")?;
                 if let Some(v) = value {
-                    peeked.max_tokens = Some(peeked.max_tokens.map_or(v, |m| m.min(v)));
+                    peeked.max_tokens = Some(peeked.max_tokens.map_or(v, |m| m.max(v)));
+                    peeked.cap_fields.push((span(body, raw), v));
                 }
             }
-            "n" => {
-                let n: Option<u64> = parse_field("n", raw, "a positive integer")?;
+            "n" | "best_of" => {
+                let n: Option<u64> = parse_field(key, raw, "a positive integer")?;
                 match n {
-                    Some(0) => return Err(field_error("n", "'n' must be a positive integer".into())),
-                    Some(v) => peeked.n = v,
+                    Some(0) => return Err(field_error(key, format!("'{key}' must be a positive integer"))),
+                    Some(v) => peeked.n = peeked.n.max(v),
                     None => {}
                 }
+            }
+            k if SCHEMA_FIELDS.contains(&k) => {
+                // Tool and schema definitions reach the model as prompt text: count their JSON.
+                peeked.prompt.add(TextMeasure { chars: raw.get().chars().count() as u64, token_ids: 0 });
             }
             "messages" | "prompt" | "input" | "system" => {
                 let wanted = match endpoint {
@@ -186,10 +204,27 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
 }
 
 impl Peeked {
-    /// The body to send upstream: the model replaced by `model_json` (a JSON string literal) and,
-    /// when `want_usage`, `stream_options.include_usage` set to true.
-    pub fn rewrite(&self, model_json: &[u8], want_usage: bool) -> Result<Bytes, GatewayError> {
+    /// The body to send upstream: the model replaced by `model_json` (a JSON string literal);
+    /// when `want_usage`, `stream_options.include_usage` set to true; with a `cap`, every cap
+    /// field above it lowered to it, or `cap_field` added when the client sent none.
+    pub fn rewrite(
+        &self,
+        model_json: &[u8],
+        want_usage: bool,
+        cap: Option<(u64, &'static str)>,
+    ) -> Result<Bytes, GatewayError> {
         let mut edits: Vec<(Range<usize>, Cow<'_, [u8]>)> = vec![(self.model_span.clone(), Cow::Borrowed(model_json))];
+        if let Some((cap, cap_field)) = cap {
+            if self.cap_fields.is_empty() {
+                let added = format!(",\"{cap_field}\":{cap}");
+                edits.push((self.close_brace..self.close_brace, Cow::Owned(added.into_bytes())));
+            }
+            for (range, value) in &self.cap_fields {
+                if *value > cap {
+                    edits.push((range.clone(), Cow::Owned(cap.to_string().into_bytes())));
+                }
+            }
+        }
         if want_usage && !self.client_include_usage {
             match &self.stream_options {
                 Some(range) => {
@@ -229,7 +264,7 @@ mod tests {
 
     fn rewrite(body: &str, want_usage: bool) -> String {
         let p = peek(Endpoint::ChatCompletions, Bytes::from(body.to_string())).unwrap();
-        String::from_utf8(p.rewrite(b"\"up-model\"", want_usage).unwrap().to_vec()).unwrap()
+        String::from_utf8(p.rewrite(b"\"up-model\"", want_usage, None).unwrap().to_vec()).unwrap()
     }
 
     #[test]
@@ -282,5 +317,149 @@ mod tests {
         }
         assert!(peek(Endpoint::ChatCompletions, Bytes::from_static(b"{\"model\":\"a\\ud800\"}")).is_err());
         assert!(peek(Endpoint::Embeddings, Bytes::from_static(b"{\"model\":\"a\",\"stream\":true}")).is_err());
+    }
+
+    #[test]
+    fn the_largest_cap_is_reserved_and_every_cap_is_lowered_to_what_was_reserved() {
+        let body = r#"{"model":"a","max_tokens":1,"max_completion_tokens":60000}"#;
+        let p = peek(Endpoint::ChatCompletions, Bytes::from(body)).unwrap();
+        assert_eq!(p.max_tokens, Some(60000));
+        let out = p.rewrite(b"\"m\"", false, Some((50, "max_tokens"))).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["max_tokens"], 1);
+        assert_eq!(v["max_completion_tokens"], 50);
+        let none = peek(Endpoint::Messages, Bytes::from_static(br#"{"model":"a","messages":[]}"#)).unwrap();
+        let out = none.rewrite(b"\"m\"", true, Some((4096, "max_tokens"))).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["max_tokens"], 4096);
+    }
+
+    #[test]
+    fn best_of_and_tool_schemas_count() {
+        let p = peek(Endpoint::Completions, Bytes::from_static(br#"{"model":"a","prompt":"x","n":2,"best_of":5}"#))
+            .unwrap();
+        assert_eq!(p.n, 5);
+        let tools = r#"{"model":"a","messages":[],"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}}]}"#;
+        let with = peek(Endpoint::ChatCompletions, Bytes::from(tools)).unwrap();
+        assert!(with.prompt.tokens() > 20, "{}", with.prompt.tokens());
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+        use serde_json::{json, Map, Value};
+
+        use super::super::*;
+
+        fn scalar() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(|n| json!(n)),
+                "[a-z \"\\\\\u{e9}]{0,8}".prop_map(Value::String),
+            ]
+        }
+
+        fn extra() -> impl Strategy<Value = Value> {
+            scalar().prop_recursive(3, 16, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    prop::collection::btree_map("[a-z]{1,6}", inner, 0..4)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        fn request() -> impl Strategy<Value = Map<String, Value>> {
+            (
+                "[a-z0-9/-]{1,12}",
+                prop::option::of(0u64..200_000),
+                prop::option::of(0u64..200_000),
+                prop::option::of(any::<bool>()),
+                prop::option::of(prop::option::of(prop::collection::btree_map("[a-z_]{1,8}", scalar(), 0..3))),
+                prop::collection::btree_map("[a-z]{3,9}", extra(), 0..4),
+            )
+                .prop_map(|(model, max_tokens, max_completion, stream, options, extras)| {
+                    let mut m = Map::new();
+                    for (k, v) in extras {
+                        if !FORBIDDEN_FIELDS.contains(&k.as_str())
+                            && !["model", "stream", "messages", "best_of"].contains(&k.as_str())
+                        {
+                            m.insert(k, v);
+                        }
+                    }
+                    m.insert("model".into(), json!(model));
+                    m.insert("messages".into(), json!([{"role": "user", "content": "hi"}]));
+                    if let Some(v) = max_tokens {
+                        m.insert("max_tokens".into(), json!(v));
+                    }
+                    if let Some(v) = max_completion {
+                        m.insert("max_completion_tokens".into(), json!(v));
+                    }
+                    if let Some(v) = stream {
+                        m.insert("stream".into(), json!(v));
+                    }
+                    if let Some(o) = options {
+                        m.insert(
+                            "stream_options".into(),
+                            o.map_or(Value::Null, |o| Value::Object(o.into_iter().collect())),
+                        );
+                    }
+                    m.remove("n");
+                    m.remove("max_output_tokens");
+                    m
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(crate::test_cases(256)))]
+
+            /// The rewritten body parses as the same JSON with only the intended fields changed.
+            #[test]
+            fn the_splice_changes_only_what_it_means_to(
+                req in request(),
+                pretty in any::<bool>(),
+                want_usage in any::<bool>(),
+                cap in prop::option::of(1u64..100_000),
+            ) {
+                let text = if pretty { serde_json::to_string_pretty(&req) } else { serde_json::to_string(&req) };
+                let body = Bytes::from(text.unwrap());
+                let peeked = peek(Endpoint::ChatCompletions, body).unwrap();
+                let out = peeked.rewrite(b"\"upstream-model\"", want_usage, cap.map(|c| (c, "max_tokens"))).unwrap();
+                let got: Map<String, Value> = serde_json::from_slice(&out).unwrap();
+
+                let mut want = req.clone();
+                want.insert("model".into(), json!("upstream-model"));
+                if want_usage && !peeked.client_include_usage {
+                    let mut opts = match want.get("stream_options") {
+                        Some(Value::Object(o)) => o.clone(),
+                        _ => Map::new(),
+                    };
+                    opts.insert("include_usage".into(), json!(true));
+                    want.insert("stream_options".into(), Value::Object(opts));
+                }
+                if let Some(cap) = cap {
+                    let mut any = false;
+                    for field in ["max_tokens", "max_completion_tokens"] {
+                        if let Some(v) = want.get(field).and_then(Value::as_u64) {
+                            any = true;
+                            want.insert(field.into(), json!(v.min(cap)));
+                        }
+                    }
+                    if !any {
+                        want.insert("max_tokens".into(), json!(cap));
+                    }
+                }
+                prop_assert_eq!(got, want);
+            }
+
+            /// Arbitrary bytes never panic the peek or the splice, and what the splice makes parses.
+            #[test]
+            fn arbitrary_bodies_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..300), cap in 0u64..10) {
+                if let Ok(peeked) = peek(Endpoint::ChatCompletions, Bytes::from(bytes)) {
+                    let out = peeked.rewrite(b"\"m\"", true, Some((cap, "max_tokens"))).unwrap();
+                    prop_assert!(serde_json::from_slice::<Value>(&out).is_ok());
+                }
+            }
+        }
     }
 }

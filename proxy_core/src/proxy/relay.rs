@@ -19,17 +19,20 @@ use crate::admission::Permit;
 use crate::endpoint::Flavor;
 use crate::error::{ErrorKind, GatewayError, Origin};
 use crate::routing::{MemberLease, Verdict};
-use crate::sse::{completion_estimate_of_body, error_event, usage_of_body, SseTap};
+use crate::sse::{error_event, SseTap, WholeBodyMeter};
 use crate::usage::Outcome;
 
-/// Non-streaming bodies larger than this are relayed but not parsed for `usage`.
-const MAX_PARSED_BODY: usize = 16 * 1024 * 1024;
+/// Largest upstream error body relayed; it is held whole to scrub the member's credential.
+pub const MAX_ERROR_BODY: usize = 64 * 1024;
 
 pub enum RelayMode {
     /// A 2xx event stream: tapped event by event.
     Stream { tap: SseTap, flavor: Flavor },
-    /// Anything else: relayed as is; a 2xx JSON body is kept to read its `usage` at the end.
-    Whole { kept: Vec<Bytes>, kept_len: usize, parse_usage: bool },
+    /// A whole body relayed as it arrives; a 2xx answer is metered for billing on the way.
+    Whole { meter: Option<Box<WholeBodyMeter>> },
+    /// An upstream error body: held (up to `MAX_ERROR_BODY`) and sent at its end with the
+    /// member's credential scrubbed out, since some upstreams quote what they were sent.
+    Scrubbed { kept: Vec<u8>, secret: std::sync::Arc<str> },
 }
 
 enum State {
@@ -117,7 +120,16 @@ impl RelayBody {
                 self.state = State::Done;
                 Poll::Ready(Some(Ok(Frame::data(Bytes::from(tail)))))
             }
-            RelayMode::Whole { .. } => {
+            RelayMode::Whole { meter } => {
+                // What was relayed of a 2xx answer is billed (the upstream accepted it).
+                if let (Some(meter), Some(trace)) = (meter.as_ref(), self.guard.trace()) {
+                    trace.relayed_tokens = meter.completion_estimate();
+                }
+                self.guard.finish(outcome);
+                self.state = State::Done;
+                Poll::Ready(Some(Err(GatewayError::new(kind, message.to_string()))))
+            }
+            RelayMode::Scrubbed { .. } => {
                 self.guard.finish(outcome);
                 self.state = State::Done;
                 Poll::Ready(Some(Err(GatewayError::new(kind, message.to_string()))))
@@ -155,28 +167,23 @@ impl RelayBody {
                 self.complete_whole();
                 self.state = State::Closing(None);
             }
+            RelayMode::Scrubbed { kept, secret } => {
+                let body = scrub(std::mem::take(kept), secret);
+                self.guard.finish(Outcome::Complete);
+                self.state = State::Closing(Some(Bytes::from(body)));
+            }
         }
         self.poll_closing()
     }
 
-    /// A whole body went through: read its usage and emit the event.
+    /// A whole body went through: bill it from its usage, or from its text, and emit the event.
     fn complete_whole(&mut self) {
-        if let RelayMode::Whole { kept, kept_len, parse_usage } = &mut self.mode {
-            if *parse_usage && *kept_len <= MAX_PARSED_BODY {
-                let joined = match kept.as_slice() {
-                    [single] => single.clone(),
-                    chunks => Bytes::from(chunks.concat()),
-                };
-                kept.clear();
-                let usage = usage_of_body(&joined);
-                let estimate = match usage {
-                    Some(_) => 0,
-                    None => completion_estimate_of_body(&joined).unwrap_or(0),
-                };
-                if let Some(trace) = self.guard.trace() {
-                    trace.usage = usage;
-                    trace.relayed_tokens = estimate;
-                }
+        if let RelayMode::Whole { meter: Some(meter) } = &self.mode {
+            let usage = meter.usage();
+            let estimate = if usage.is_some() { 0 } else { meter.completion_estimate() };
+            if let Some(trace) = self.guard.trace() {
+                trace.usage = usage;
+                trace.relayed_tokens = estimate;
             }
         }
         self.guard.finish(Outcome::Complete);
@@ -188,6 +195,26 @@ impl RelayBody {
             _ => Poll::Ready(None),
         }
     }
+}
+
+/// The upstream error body with every occurrence of the member's credential replaced.
+fn scrub(body: Vec<u8>, secret: &str) -> Vec<u8> {
+    let needle = secret.as_bytes();
+    if needle.is_empty() || body.len() < needle.len() {
+        return body;
+    }
+    let mut out = Vec::with_capacity(body.len());
+    let mut at = 0;
+    while at < body.len() {
+        if body[at..].starts_with(needle) {
+            out.extend_from_slice(b"[redacted]");
+            at += needle.len();
+        } else {
+            out.push(body[at]);
+            at += 1;
+        }
+    }
+    out
 }
 
 impl Body for RelayBody {
@@ -229,10 +256,9 @@ impl Body for RelayBody {
                                 return Poll::Ready(Some(Ok(Frame::data(out))));
                             }
                         }
-                        RelayMode::Whole { kept, kept_len, parse_usage } => {
-                            if *parse_usage && *kept_len <= MAX_PARSED_BODY {
-                                *kept_len += data.len();
-                                kept.push(data.clone());
+                        RelayMode::Whole { meter } => {
+                            if let Some(meter) = meter {
+                                meter.feed(&data);
                             }
                             // With a Content-Length the server stops polling after the last
                             // byte, so the end must be noticed here, not at `None`.
@@ -241,6 +267,16 @@ impl Body for RelayBody {
                                 this.state = State::Done;
                             }
                             return Poll::Ready(Some(Ok(Frame::data(data))));
+                        }
+                        RelayMode::Scrubbed { kept, .. } => {
+                            if kept.len() + data.len() > MAX_ERROR_BODY {
+                                let message = "the upstream's error body is too large to relay";
+                                return this.fail(ErrorKind::UpstreamProtocol, Outcome::UpstreamError, message);
+                            }
+                            kept.extend_from_slice(&data);
+                            if this.upstream.is_end_stream() {
+                                return this.end();
+                            }
                         }
                     }
                 }
@@ -254,7 +290,7 @@ impl Body for RelayBody {
                         if deadline.as_mut().poll(cx).is_ready() {
                             let what = match this.mode {
                                 RelayMode::Stream { .. } => "the first token",
-                                RelayMode::Whole { .. } => "the whole response",
+                                RelayMode::Whole { .. } | RelayMode::Scrubbed { .. } => "the whole response",
                             };
                             let message = format!("the upstream did not send {what} in time");
                             return this.fail(ErrorKind::UpstreamTimeout, Outcome::Timeout, &message);
@@ -286,5 +322,19 @@ impl Body for RelayBody {
             (RelayMode::Whole { .. }, State::Relaying) => self.upstream.size_hint(),
             _ => SizeHint::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scrub;
+
+    #[test]
+    fn the_credential_is_scrubbed_wherever_it_is_quoted() {
+        let body = br#"{"error":{"message":"Incorrect API key provided: sk-live-123abc. Bearer sk-live-123abc"}}"#;
+        let out = String::from_utf8(scrub(body.to_vec(), "sk-live-123abc")).unwrap();
+        assert!(!out.contains("sk-live-123abc"));
+        assert_eq!(out.matches("[redacted]").count(), 2);
+        assert_eq!(scrub(b"short".to_vec(), "a-longer-secret"), b"short");
     }
 }

@@ -3,26 +3,44 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 
+use super::body::BodyBudget;
 use crate::access_log::AccessLog;
 use crate::config::{Registry, Snapshot};
 use crate::metrics::Metrics;
 use crate::server::ConnSettings;
+use crate::upstream::AddressGuard;
 use crate::usage::UsageSink;
 
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
     pub conn: ConnSettings,
     pub max_body_bytes: usize,
+    /// Time a client has to send a request's whole body once its head arrived.
+    pub body_read_timeout: Duration,
+    /// Request body bytes held by all requests together (read or being read); past it new
+    /// requests are refused with 503 until some end.
+    pub max_body_bytes_in_flight: usize,
     /// Usage events that may wait for the drainer before billable requests are refused.
     pub usage_backlog_limit: usize,
+    /// Name the pool and member that served in `x-sluicegate-upstream` (operators' debugging;
+    /// off by default: it tells tenants the gateway's topology).
+    pub expose_upstream: bool,
 }
 
 impl Default for ServerSettings {
     fn default() -> Self {
-        Self { conn: ConnSettings::default(), max_body_bytes: 32 * 1024 * 1024, usage_backlog_limit: 200_000 }
+        Self {
+            conn: ConnSettings::default(),
+            max_body_bytes: 32 * 1024 * 1024,
+            body_read_timeout: Duration::from_secs(60),
+            max_body_bytes_in_flight: 512 * 1024 * 1024,
+            usage_backlog_limit: 200_000,
+            expose_upstream: false,
+        }
     }
 }
 
@@ -32,6 +50,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     pub usage: UsageSink,
     pub access_log: Option<AccessLog>,
+    /// Request body bytes held by all requests (`settings.max_body_bytes_in_flight`).
+    pub body_budget: Arc<BodyBudget>,
     pub settings: ServerSettings,
     draining: AtomicBool,
 }
@@ -41,10 +61,11 @@ impl Shared {
         let metrics = Arc::new(Metrics::default());
         Self {
             config: ArcSwapOption::empty(),
-            registry: Registry::new(metrics.clone()),
+            registry: Registry::new(metrics.clone(), AddressGuard::new()),
             metrics,
             usage,
             access_log,
+            body_budget: BodyBudget::new(settings.max_body_bytes_in_flight),
             settings,
             draining: AtomicBool::new(false),
         }

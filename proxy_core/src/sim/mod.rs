@@ -131,6 +131,7 @@ impl Simulator {
         let served = Served::start(args.workers, "sluicegate-sim", &listen, move |listener, stop| {
             let settings = ConnSettings {
                 max_connections: 100_000,
+                max_connections_per_client: 0,
                 h2_max_concurrent_streams: 100_000,
                 ..ConnSettings::default()
             };

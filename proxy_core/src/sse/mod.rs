@@ -4,9 +4,11 @@
 mod frame;
 mod tap;
 mod usage;
+mod whole;
 
 pub use tap::{Fed, SseTap, TapStats};
-pub use usage::{completion_estimate_of_body, usage_of_body, TokenUsage, UsageProbe};
+pub use usage::{usage_of_body, TokenUsage, UsageProbe};
+pub use whole::WholeBodyMeter;
 
 use bytes::Bytes;
 

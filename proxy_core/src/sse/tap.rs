@@ -291,4 +291,105 @@ mod tests {
         tap.feed(Bytes::from("data: {\"error\":{\"message\":\"boom\"}}\n\n"));
         assert!(tap.stats.upstream_error);
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+        use crate::sse::frame::event_end;
+
+        #[derive(Debug, Clone)]
+        enum Ev {
+            Token(String),
+            Empty,
+            Comment,
+            Usage(u64, u64),
+            Junk,
+            Done,
+        }
+
+        fn event(ev: &Ev, crlf: bool) -> String {
+            let body = match ev {
+                Ev::Token(t) => format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":{t:?}}}}}]}}"),
+                Ev::Empty => "data: {\"choices\":[{\"index\":0,\"delta\":{}}]}".to_string(),
+                Ev::Comment => ": keep-alive".to_string(),
+                Ev::Usage(p, c) => {
+                    format!("data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":{p},\"completion_tokens\":{c}}}}}")
+                }
+                Ev::Junk => "data: {not json".to_string(),
+                Ev::Done => "data: [DONE]".to_string(),
+            };
+            if crlf {
+                format!("{body}\r\n\r\n")
+            } else {
+                format!("{body}\n\n")
+            }
+        }
+
+        fn stream() -> impl Strategy<Value = (Vec<u8>, bool)> {
+            let ev = prop_oneof![
+                4 => "[a-z \u{e9}]{1,6}".prop_map(Ev::Token),
+                1 => Just(Ev::Empty),
+                1 => Just(Ev::Comment),
+                1 => (0u64..1000, 0u64..1000).prop_map(|(p, c)| Ev::Usage(p, c)),
+                1 => Just(Ev::Junk),
+            ];
+            (prop::collection::vec(ev, 0..20), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+                |(events, done, crlf, hide)| {
+                    let mut text: String = events.iter().map(|e| event(e, crlf)).collect();
+                    if done {
+                        text.push_str(&event(&Ev::Done, crlf));
+                    }
+                    (text.into_bytes(), hide)
+                },
+            )
+        }
+
+        fn run(bytes: &[u8], cuts: &[usize], hide: bool) -> (Vec<u8>, Vec<Bytes>, TapStats) {
+            let mut tap = SseTap::new(Flavor::OpenAi, hide);
+            let mut outs = Vec::new();
+            let mut at = 0;
+            for &cut in cuts.iter().chain(std::iter::once(&bytes.len())) {
+                if let Some(out) = tap.feed(Bytes::copy_from_slice(&bytes[at..cut])).out {
+                    outs.push(out);
+                }
+                at = cut;
+            }
+            let mut all: Vec<u8> = outs.iter().flat_map(|b| b.to_vec()).collect();
+            if let Some(rest) = tap.take_partial() {
+                all.extend_from_slice(&rest);
+            }
+            (all, outs, tap.stats)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(crate::test_cases(512)))]
+
+            /// Any split of the same bytes gives the same frames out, tokens and usage, and every
+            /// frame out is made of whole events.
+            #[test]
+            fn any_split_gives_the_same_frames_tokens_and_usage(
+                (bytes, hide) in stream(),
+                cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..10),
+            ) {
+                let mut points: Vec<usize> = cuts.iter().map(|c| c.index(bytes.len() + 1)).collect();
+                points.sort_unstable();
+                let (whole_out, _, whole_stats) = run(&bytes, &[], hide);
+                let (split_out, frames, split_stats) = run(&bytes, &points, hide);
+                prop_assert_eq!(&whole_out, &split_out);
+                prop_assert_eq!(whole_stats.content_events, split_stats.content_events);
+                prop_assert_eq!(whole_stats.usage, split_stats.usage);
+                prop_assert_eq!(whole_stats.terminated, split_stats.terminated);
+                prop_assert_eq!((whole_stats.events_in, whole_stats.events_out), (split_stats.events_in, split_stats.events_out));
+                for frame in frames {
+                    let mut rest: &[u8] = &frame;
+                    while !rest.is_empty() {
+                        let len = event_end(rest);
+                        prop_assert!(len.is_some(), "a frame out ends inside an event");
+                        rest = &rest[len.unwrap_or(rest.len())..];
+                    }
+                }
+            }
+        }
+    }
 }

@@ -74,40 +74,6 @@ pub fn usage_of_body(body: &[u8]) -> Option<TokenUsage> {
     Some(usage)
 }
 
-/// For a whole response that reported no usage: the documented estimate (`tokens` module rule)
-/// of the generated text (`choices[].message.content`, `choices[].text`, Anthropic `content`).
-pub fn completion_estimate_of_body(body: &[u8]) -> Option<u64> {
-    use crate::tokens::{Measured, TextMeasure};
-    #[derive(Deserialize)]
-    struct Message {
-        content: Option<Measured>,
-    }
-    #[derive(Deserialize)]
-    struct Choice {
-        message: Option<Message>,
-        text: Option<Measured>,
-    }
-    #[derive(Deserialize)]
-    struct Body {
-        choices: Option<Vec<Choice>>,
-        content: Option<Measured>,
-    }
-    let parsed = serde_json::from_slice::<Body>(body).ok()?;
-    let mut total = TextMeasure::default();
-    for choice in parsed.choices.unwrap_or_default() {
-        if let Some(Measured(m)) = choice.message.and_then(|m| m.content) {
-            total.add(m);
-        }
-        if let Some(Measured(m)) = choice.text {
-            total.add(m);
-        }
-    }
-    if let Some(Measured(m)) = parsed.content {
-        total.add(m);
-    }
-    Some(if total == TextMeasure::default() { 0 } else { total.tokens() })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,14 +88,5 @@ mod tests {
         assert_eq!(usage_of_body(anthropic), Some(TokenUsage { prompt: 13, completion: 2, cached: 5 }));
         assert_eq!(usage_of_body(br#"{"usage":null}"#), None);
         assert_eq!(usage_of_body(b"not json"), None);
-    }
-
-    #[test]
-    fn completion_estimates_of_whole_bodies() {
-        let chat = br#"{"choices":[{"message":{"role":"assistant","content":"12345678"}}]}"#;
-        assert_eq!(completion_estimate_of_body(chat), Some(2));
-        let anthropic = br#"{"content":[{"type":"text","text":"1234"}]}"#;
-        assert_eq!(completion_estimate_of_body(anthropic), Some(1));
-        assert_eq!(completion_estimate_of_body(br#"{"choices":[]}"#), Some(0));
     }
 }

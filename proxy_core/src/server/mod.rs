@@ -1,5 +1,13 @@
-//! The accept loop shared by the gateway and the simulator: connection cap, TCP_NODELAY,
-//! HTTP/1.1 and h2 on one port, header-read timeout, and graceful drain on stop.
+//! The accept loop shared by the gateway and the simulator: connection caps (in all and per
+//! client address), TCP_NODELAY, HTTP/1.1 and h2 on one port, a deadline from accept to the
+//! first request, the header-read timeout, lingering close, and graceful drain on stop.
+
+mod client_caps;
+mod first_request;
+mod linger;
+
+use client_caps::ClientCaps;
+use linger::LingeringStream;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -18,17 +26,27 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
+use first_request::{FirstRequestDeadline, NoRequestInTime, Started};
+
 #[derive(Debug, Clone)]
 pub struct ConnSettings {
-    /// Time allowed to receive a request's headers (slowloris guard).
+    /// Time allowed to receive a request's headers (slowloris guard), and from accept to the
+    /// whole head of a connection's first request.
     pub header_read_timeout: Duration,
     pub max_connections: usize,
+    /// Connections one client address (an IPv6 /64) may hold open; 0 = no cap.
+    pub max_connections_per_client: u32,
     pub h2_max_concurrent_streams: u32,
 }
 
 impl Default for ConnSettings {
     fn default() -> Self {
-        Self { header_read_timeout: Duration::from_secs(5), max_connections: 25_000, h2_max_concurrent_streams: 100 }
+        Self {
+            header_read_timeout: Duration::from_secs(5),
+            max_connections: 25_000,
+            max_connections_per_client: 4_096,
+            h2_max_concurrent_streams: 100,
+        }
     }
 }
 
@@ -36,6 +54,10 @@ impl Default for ConnSettings {
 pub struct ConnCounters {
     pub accepted: AtomicU64,
     pub open: AtomicU64,
+    /// Connections closed at once because their client address held its cap.
+    pub refused_per_client: AtomicU64,
+    /// Connections closed because no request arrived within the header-read timeout.
+    pub first_request_timeouts: AtomicU64,
 }
 
 /// `None` while serving; `Some(grace)` asks the loop to stop.
@@ -85,6 +107,7 @@ pub async fn serve<H, Fut, B>(
     let builder = builder(&settings);
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(settings.max_connections));
+    let client_caps = ClientCaps::new(settings.max_connections_per_client);
     loop {
         let permit = tokio::select! {
             permit = permits.clone().acquire_owned() => match permit {
@@ -97,7 +120,7 @@ pub async fn serve<H, Fut, B>(
             accepted = listener.accept() => accepted,
             _ = stop.changed() => break,
         };
-        let (stream, _peer) = match accepted {
+        let (stream, peer) = match accepted {
             Ok(pair) => pair,
             Err(e) => {
                 // EMFILE and friends: back off briefly instead of spinning.
@@ -106,17 +129,37 @@ pub async fn serve<H, Fut, B>(
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
         counters.accepted.fetch_add(1, Ordering::Relaxed);
+        let Some(place) = client_caps.admit(peer.ip()) else {
+            // Closed at once, before a byte is read: the client holds its share already.
+            counters.refused_per_client.fetch_add(1, Ordering::Relaxed);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
         counters.open.fetch_add(1, Ordering::Relaxed);
-        let connection = builder.serve_connection(TokioIo::new(stream), service_fn(handler.clone())).into_owned();
-        let watched = graceful.watch(connection);
+        let started = Started::default();
+        let service = {
+            let started = started.clone();
+            let handler = handler.clone();
+            service_fn(move |req| {
+                started.mark();
+                handler(req)
+            })
+        };
+        let io = TokioIo::new(LingeringStream::new(stream));
+        let connection = builder.serve_connection(io, service).into_owned();
+        let watched = FirstRequestDeadline::new(graceful.watch(connection), started, settings.header_read_timeout);
         let counters = counters.clone();
         tokio::spawn(async move {
-            if let Err(e) = watched.await {
-                tracing::debug!(error = %e, "connection ended with an error");
+            match watched.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::debug!(error = %e, "connection ended with an error"),
+                Err(NoRequestInTime) => {
+                    counters.first_request_timeouts.fetch_add(1, Ordering::Relaxed);
+                }
             }
             counters.open.fetch_sub(1, Ordering::Relaxed);
+            drop(place);
             drop(permit);
         });
     }

@@ -3,8 +3,9 @@
 //! a fresh connect (and its cost) from a pooled one.
 
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 
+use super::guard::AddressGuard;
+
 pub type UpstreamBody = Full<Bytes>;
 
 /// When a connection was opened and how long the TCP (and TLS) handshake took.
@@ -28,26 +31,16 @@ pub struct ConnectTiming {
     pub took: Duration,
 }
 
-/// Resolves host names and refuses addresses an upstream must never be: link-local (which covers
-/// the cloud metadata service at 169.254.169.254), the IPv6 metadata address, unspecified and
-/// broadcast addresses; unless the member is marked internal. Checked on the resolved address, at
-/// connect time, so a DNS answer that changes after the control plane's check cannot slip past.
+/// Resolves host names and drops the addresses the member may not reach (see `guard`); fails
+/// when none is left. Checked on the resolved address at connect time, so a DNS answer that
+/// changes after the control plane's check cannot slip past.
 #[derive(Clone)]
 pub struct GuardedResolver {
     inner: GaiResolver,
-    allow_internal: bool,
-}
-
-pub fn forbidden_address(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => v4.is_link_local() || v4.is_unspecified() || v4.is_broadcast(),
-        IpAddr::V6(v6) => {
-            let metadata = v6.segments() == [0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254];
-            let link_local = (v6.segments()[0] & 0xffc0) == 0xfe80;
-            let mapped = v6.to_ipv4_mapped().is_some_and(|v4| forbidden_address(IpAddr::V4(v4)));
-            metadata || link_local || mapped || v6.is_unspecified()
-        }
-    }
+    guard: Arc<AddressGuard>,
+    /// The port the member's URL names: the resolver sees only the host.
+    port: u16,
+    internal: bool,
 }
 
 impl tower_service::Service<Name> for GuardedResolver {
@@ -60,16 +53,27 @@ impl tower_service::Service<Name> for GuardedResolver {
     }
 
     fn call(&mut self, name: Name) -> Self::Future {
-        let allow_internal = self.allow_internal;
+        let guard = self.guard.clone();
+        let (port, internal) = (self.port, self.internal);
         let resolving = self.inner.call(name);
         Box::pin(async move {
             let addrs: Vec<SocketAddr> = resolving.await?.collect();
-            let allowed: Vec<SocketAddr> =
-                addrs.iter().copied().filter(|a| allow_internal || !forbidden_address(a.ip())).collect();
-            if allowed.is_empty() && !addrs.is_empty() {
+            let mut refused = None;
+            let allowed: Vec<SocketAddr> = addrs
+                .iter()
+                .copied()
+                .filter(|a| match guard.refusal(SocketAddr::new(a.ip(), port), internal) {
+                    Some(why) => {
+                        refused = Some(why);
+                        false
+                    }
+                    None => true,
+                })
+                .collect();
+            if let (true, Some(why)) = (allowed.is_empty(), refused) {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::PermissionDenied,
-                    "the upstream host resolves only to addresses that are not allowed",
+                    format!("the upstream host resolves only to addresses it may not reach ({why})"),
                 ));
             }
             Ok(allowed.into_iter())
@@ -155,8 +159,11 @@ impl Write for TimedStream {
 pub struct ClientSettings {
     pub connect_timeout: Duration,
     pub http2_prior_knowledge: bool,
-    /// May connect to addresses `forbidden_address` refuses (operators' internal pools).
+    /// May connect to addresses `forbidden_address` refuses (operators' internal pools), but
+    /// never to metadata services or the gateway's own listeners.
     pub allow_internal: bool,
+    /// The port of the member's URL (explicit or its scheme's), for the address guard.
+    pub port: u16,
 }
 
 pub struct UpstreamClient {
@@ -165,19 +172,23 @@ pub struct UpstreamClient {
 
 impl UpstreamClient {
     /// Fails only if the TLS provider refuses its own default protocol versions.
-    pub fn new(settings: ClientSettings) -> Result<Self, rustls::Error> {
-        let resolver = GuardedResolver { inner: GaiResolver::new(), allow_internal: settings.allow_internal };
+    pub fn new(settings: ClientSettings, guard: Arc<AddressGuard>) -> Result<Self, rustls::Error> {
+        let resolver = GuardedResolver {
+            inner: GaiResolver::new(),
+            guard,
+            port: settings.port,
+            internal: settings.allow_internal,
+        };
         let mut http = HttpConnector::new_with_resolver(resolver);
         http.enforce_http(false);
         http.set_nodelay(true);
         http.set_connect_timeout(Some(settings.connect_timeout));
         http.set_keepalive(Some(Duration::from_secs(60)));
         let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        let tls =
-            rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()?
-                .with_root_certificates(roots)
-                .with_no_client_auth();
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
         let https = HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
@@ -195,20 +206,5 @@ impl UpstreamClient {
 
     pub fn request(&self, req: http::Request<UpstreamBody>) -> hyper_util::client::legacy::ResponseFuture {
         self.client.request(req)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metadata_and_link_local_addresses_are_forbidden() {
-        for bad in ["169.254.169.254", "169.254.1.1", "0.0.0.0", "fe80::1", "fd00:ec2::254", "::ffff:169.254.169.254"] {
-            assert!(forbidden_address(bad.parse().unwrap()), "{bad}");
-        }
-        for good in ["127.0.0.1", "10.0.0.5", "8.8.8.8", "::1", "2001:db8::1"] {
-            assert!(!forbidden_address(good.parse().unwrap()), "{good}");
-        }
     }
 }
