@@ -120,11 +120,11 @@ class CoreBridge:
     def last_rejection(self) -> Rejection | None:
         return self._rejection
 
-    @property
     def guard_listeners(self, addresses: list[str]) -> None:
         """Listeners of this process that no upstream connection may reach."""
         self._core.guard_listeners(addresses)
 
+    @property
     def core_version(self) -> int | None:
         return self._core.config_version
 

@@ -3,7 +3,7 @@
 //! a fresh connect (and its cost) from a pooled one.
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -31,16 +31,35 @@ pub struct ConnectTiming {
     pub took: Duration,
 }
 
+/// What one member's connections may reach: the guard, and the member's port and flag.
+#[derive(Clone)]
+struct Reach {
+    guard: Arc<AddressGuard>,
+    /// The port the member's URL names: a resolver sees only the host.
+    port: u16,
+    internal: bool,
+}
+
+impl Reach {
+    fn refusal(&self, ip: IpAddr) -> Option<&'static str> {
+        self.guard.refusal(SocketAddr::new(ip, self.port), self.internal)
+    }
+}
+
+fn not_allowed(why: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::PermissionDenied,
+        format!("the upstream host resolves only to addresses it may not reach ({why})"),
+    )
+}
+
 /// Resolves host names and drops the addresses the member may not reach (see `guard`); fails
 /// when none is left. Checked on the resolved address at connect time, so a DNS answer that
 /// changes after the control plane's check cannot slip past.
 #[derive(Clone)]
 pub struct GuardedResolver {
     inner: GaiResolver,
-    guard: Arc<AddressGuard>,
-    /// The port the member's URL names: the resolver sees only the host.
-    port: u16,
-    internal: bool,
+    reach: Reach,
 }
 
 impl tower_service::Service<Name> for GuardedResolver {
@@ -53,8 +72,7 @@ impl tower_service::Service<Name> for GuardedResolver {
     }
 
     fn call(&mut self, name: Name) -> Self::Future {
-        let guard = self.guard.clone();
-        let (port, internal) = (self.port, self.internal);
+        let reach = self.reach.clone();
         let resolving = self.inner.call(name);
         Box::pin(async move {
             let addrs: Vec<SocketAddr> = resolving.await?.collect();
@@ -62,7 +80,7 @@ impl tower_service::Service<Name> for GuardedResolver {
             let allowed: Vec<SocketAddr> = addrs
                 .iter()
                 .copied()
-                .filter(|a| match guard.refusal(SocketAddr::new(a.ip(), port), internal) {
+                .filter(|a| match reach.refusal(a.ip()) {
                     Some(why) => {
                         refused = Some(why);
                         false
@@ -71,19 +89,18 @@ impl tower_service::Service<Name> for GuardedResolver {
                 })
                 .collect();
             if let (true, Some(why)) = (allowed.is_empty(), refused) {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    format!("the upstream host resolves only to addresses it may not reach ({why})"),
-                ));
+                return Err(not_allowed(why));
             }
             Ok(allowed.into_iter())
         })
     }
 }
 
+/// Connects (checking literal addresses, which skip the resolver) and times the connect.
 #[derive(Clone)]
 pub struct TimedConnector {
     inner: HttpsConnector<HttpConnector<GuardedResolver>>,
+    reach: Reach,
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -99,6 +116,10 @@ impl tower_service::Service<Uri> for TimedConnector {
 
     fn call(&mut self, uri: Uri) -> Self::Future {
         let started = Instant::now();
+        let literal = uri.host().map(|h| h.trim_start_matches('[').trim_end_matches(']')).and_then(|h| h.parse().ok());
+        if let Some(why) = literal.and_then(|ip: IpAddr| self.reach.refusal(ip)) {
+            return Box::pin(async move { Err(not_allowed(why).into()) });
+        }
         let connecting = self.inner.call(uri);
         Box::pin(async move {
             let stream = connecting.await?;
@@ -173,12 +194,8 @@ pub struct UpstreamClient {
 impl UpstreamClient {
     /// Fails only if the TLS provider refuses its own default protocol versions.
     pub fn new(settings: ClientSettings, guard: Arc<AddressGuard>) -> Result<Self, rustls::Error> {
-        let resolver = GuardedResolver {
-            inner: GaiResolver::new(),
-            guard,
-            port: settings.port,
-            internal: settings.allow_internal,
-        };
+        let reach = Reach { guard, port: settings.port, internal: settings.allow_internal };
+        let resolver = GuardedResolver { inner: GaiResolver::new(), reach: reach.clone() };
         let mut http = HttpConnector::new_with_resolver(resolver);
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -201,7 +218,7 @@ impl UpstreamClient {
             .timer(TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .http2_only(settings.http2_prior_knowledge);
-        Ok(Self { client: builder.build(TimedConnector { inner: https }) })
+        Ok(Self { client: builder.build(TimedConnector { inner: https, reach }) })
     }
 
     pub fn request(&self, req: http::Request<UpstreamBody>) -> hyper_util::client::legacy::ResponseFuture {
