@@ -117,6 +117,8 @@ def test_the_snapshot_matches_what_the_core_accepts(
         "max_concurrency": None,
         "http2": False,
         "internal": False,
+        "headers": {},
+        "forward_headers": [],
     }
     key = payload["keys"][0]
     assert set(key) == {
