@@ -47,7 +47,7 @@ def authenticate(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
-    identity: Identity | None = request.scope.get("state", {}).get(IDENTITY)
+    identity: Identity | None = request.scope.get(IDENTITY)
     if identity is None:
         # A route outside the gate's prefix: the same checks, here.
         secret = bearer_token(request.headers.get("authorization"))

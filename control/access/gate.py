@@ -5,7 +5,7 @@ make this process, which the data plane shares, buffer a body of any size before
 For every `/v1/admin` request the token is identified from the head alone (`identify.py`): a
 missing, unknown, expired or rate-limited token, or one of a disabled tenant, is answered at once
 and the body is never read (the server then closes the connection). The identity is handed to
-`control.security.authenticate` through the request's state, which works out the role.
+`control.security.authenticate` in the request's scope, which works out the role.
 
 Then, for every request: a Content-Length over `admin.max_body_bytes` is refused with 413 before
 reading; a chunked body is read here, counted, and refused with 413 as soon as it passes the cap
@@ -29,7 +29,8 @@ from control.context import ControlContext
 from control.errors import ControlError, PayloadTooLarge, error_response
 
 GUARDED = "/v1/admin"
-IDENTITY = "admin_identity"
+# A scope key of our own: the scope is the request's alone (a server may share `state` dicts).
+IDENTITY = "sluicegate.admin_identity"
 LINGER_SECONDS = 2.0
 LINGER_BYTES = 8 << 20
 
@@ -55,7 +56,7 @@ class AdminGate:
             if guarded(scope["path"]):
                 secret = bearer_token(headers.get("authorization"))
                 identity = await run_in_threadpool(identify, ctx, secret)
-                scope.setdefault("state", {})[IDENTITY] = identity
+                scope[IDENTITY] = identity
             _check_length(length, cap)
             if "transfer-encoding" in headers:
                 receive = await _read_counted(receive, cap)
