@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
+from control.access.gate import AdminGate
 from control.audit.router import router as audit_router
 from control.config_api import router as config_router
 from control.context import ControlContext
@@ -114,4 +115,7 @@ def create_app(
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    # Outermost of the app's own layers: identifies admin tokens and caps bodies before any
+    # route reads one.
+    app.add_middleware(AdminGate)
     return app

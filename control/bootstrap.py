@@ -19,32 +19,35 @@ from control.providers.models import Provider
 from control.providers.schemas import ProviderCreate
 from control.routes import service as routes
 from control.routes.models import Route
-from control.security import hash_token
 from control.settings import BootstrapSettings
 from control.tenants import service as tenants
 from control.tenants.models import Tenant
 from control.timeutil import utcnow
+from control.tokens import repository as token_repository
+from control.tokens.hashing import HMAC_SHA256
 from control.tokens.models import AdminToken
-from control.tokens.service import new_token
+from control.tokens.service import new_token, usable
 
 BOOTSTRAP_TOKEN = "bootstrap"
 
 
 def ensure_admin_token(ctx: ControlContext) -> str | None:
-    """The configured token becomes the bootstrap admin token (replacing an earlier one). Without
-    one, and without any admin token, a token is generated: returned to be shown once."""
+    """The configured token becomes the bootstrap admin token (replacing an earlier one; a row
+    of an older release, stored as SHA-256, is rewritten as HMAC). Without one, and without any
+    usable admin token, a token is generated: returned to be shown once."""
     configured = ctx.settings.secrets.admin_token
     with ctx.mutator.mutate(SYSTEM, affects_core=False) as m:
         if configured is not None:
-            digest = hash_token(configured.get_secret_value())
-            existing = m.session.scalars(
-                select(AdminToken).where(AdminToken.token_hash == digest)
-            ).one_or_none()
+            secret = configured.get_secret_value()
+            existing = token_repository.find(m.session, ctx.pepper, secret)
             if existing is not None:
                 if existing.revoked_at is not None or existing.role != "admin":
                     raise StartupError(
                         "the configured admin token was revoked or is not an admin token"
                     )
+                if existing.hash_scheme != HMAC_SHA256:
+                    token_repository.upgrade_hash(m.session, existing.id, ctx.pepper, secret)
+                    m.record("token.rehash", "token", existing.id, {"scheme": HMAC_SHA256})
                 return None
             earlier = m.session.scalars(
                 select(AdminToken).where(
@@ -56,18 +59,17 @@ def ensure_admin_token(ctx: ControlContext) -> str | None:
             for token in earlier:
                 token.revoked_at = utcnow()
                 m.record("token.revoke", "token", token.id, {"reason": "replaced by config"})
-            token, _ = new_token(BOOTSTRAP_TOKEN, "admin", None, None)
-            token.token_hash = digest
+            token, _ = new_token(ctx.pepper, BOOTSTRAP_TOKEN, "admin", None, None, secret=secret)
             token.prefix = "config"
             m.session.add(token)
             m.record("token.create", "token", token.id, {"source": "config", "role": "admin"})
             return None
         active = m.session.scalars(
-            select(AdminToken.id).where(AdminToken.role == "admin", AdminToken.revoked_at.is_(None))
+            select(AdminToken.id).where(AdminToken.role == "admin", usable(utcnow()))
         ).first()
         if active is not None:
             return None
-        token, secret = new_token(BOOTSTRAP_TOKEN, "admin", None, None)
+        token, secret = new_token(ctx.pepper, BOOTSTRAP_TOKEN, "admin", None, None)
         m.session.add(token)
         m.record("token.create", "token", token.id, {"source": "generated", "role": "admin"})
     return secret

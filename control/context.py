@@ -10,6 +10,7 @@ from fastapi import Request
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from control.access.ratelimit import AdminRateLimits
 from control.core_bridge import CoreBridge
 from control.crypto import CredentialCipher
 from control.listen import HostPort
@@ -26,6 +27,8 @@ class ControlContext:
     pepper: str
     cipher: CredentialCipher
     mutator: Mutator
+    # Each admin token's call rate (`admin.*_token_rpm`), in memory.
+    admin_limits: AdminRateLimits
     # Set from the first shutdown signal on: readiness answers 503.
     shutting_down: threading.Event = field(default_factory=threading.Event)
     # The admin listener's bound port once known (the configured one may be 0).

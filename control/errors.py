@@ -7,6 +7,7 @@ Messages never carry submitted values: a rejected credential or token is never e
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,6 +35,9 @@ class ControlError(Exception):
         super().__init__(message)
         self.message = message
         self.fields = list(fields)
+
+    def headers(self) -> dict[str, str]:
+        return {}
 
 
 class NotFound(ControlError):
@@ -63,6 +67,36 @@ class Unauthorized(ControlError):
 class Forbidden(ControlError):
     status = 403
     code = "forbidden"
+
+
+class AdminLocked(Forbidden):
+    """A tenant-scoped token tried to loosen what the operator set on a key."""
+
+    code = "admin_locked"
+
+
+class TenantDisabled(Forbidden):
+    """A tenant-scoped token of a disabled tenant: valid, but refused until it is enabled."""
+
+    code = "tenant_disabled"
+
+
+class PayloadTooLarge(ControlError):
+    status = 413
+    code = "payload_too_large"
+
+
+class RateLimited(ControlError):
+    status = 429
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        # Whole seconds, rounded up: a client that waits that long finds a token.
+        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
 
 
 class CoreRejected(ControlError):
@@ -107,19 +141,34 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
         (403, "The token's role does not allow this"),
         (404, "No such object (or one the caller may not see)"),
         (409, "Conflicts with the current state"),
+        (413, "The request body is larger than admin.max_body_bytes"),
         (422, "Invalid input, or refused by the data plane"),
+        (429, "The token's call rate is spent; retry after `retry-after` seconds"),
     ]
 }
 
 
-def _body(status: int, code: str, message: str, fields: Sequence[FieldError] = ()) -> JSONResponse:
+def _body(
+    status: int,
+    code: str,
+    message: str,
+    fields: Sequence[FieldError] = (),
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     detail = ErrorDetail(
         code=code,
         message=message,
         fields=[FieldErrorBody(field=f.field, message=f.message) for f in fields],
     )
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    headers = dict(headers or {})
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
     return JSONResponse(ErrorBody(error=detail).model_dump(), status_code=status, headers=headers)
+
+
+def error_response(exc: ControlError) -> JSONResponse:
+    """The answer to a control error, also for code in front of the routes (`admin_gate.py`)."""
+    return _body(exc.status, exc.code, exc.message, exc.fields, exc.headers())
 
 
 _LOCATIONS = {"body", "query", "path", "header", "cookie"}
@@ -155,7 +204,7 @@ def validation_fields(errors: Sequence[object]) -> list[FieldError]:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ControlError)
     async def control_error(request: Request, exc: ControlError) -> JSONResponse:
-        return _body(exc.status, exc.code, exc.message, exc.fields)
+        return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def request_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -170,6 +219,7 @@ def install_error_handlers(app: FastAPI) -> None:
             401: "unauthorized",
             404: "not_found",
             405: "method_not_allowed",
+            413: "payload_too_large",
         }
         code = codes.get(exc.status_code, "http_error")
         return _body(exc.status_code, code, str(exc.detail))

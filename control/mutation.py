@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sluicegate._core import ConfigError, StaleConfigError, StateError
@@ -34,14 +35,15 @@ from control.audit.redact import redact
 from control.caller import Caller
 from control.core_bridge import CoreBridge, refusal_of
 from control.errors import CoreRejected, FieldError
-from control.snapshot import Snapshot, build_key_changes, locate_fault
+from control.refusal import locate_fault
+from control.snapshot import Snapshot, build_key_changes
 from control.state import ControlState, lock_state
 from control.timeutil import utcnow
 
 log = logging.getLogger("sluicegate.control")
 
 SnapshotBuilder = Callable[[Session], Snapshot]
-KeyChangesBuilder = Callable[[Session, Sequence[str], Sequence[str]], Snapshot]
+KeyChangesBuilder = Callable[[Session, Sequence[str], Sequence[str], datetime | None], Snapshot]
 
 
 @dataclass
@@ -98,6 +100,9 @@ class Mutator:
         self._build = build
         self._build_keys = build_keys
         self._lock = threading.Lock()
+        # When the core's keys were last brought up to date (its snapshot or key changes
+        # built): keys that expired since are removed with the next key change.
+        self._keys_current_at: datetime | None = None
 
     @contextmanager
     def mutate(
@@ -176,12 +181,15 @@ class Mutator:
         except ConfigError as e:
             raise core_rejection(e, snapshot, subject) from None
         state.config_version = version
+        self._keys_current_at = snapshot.at
         return version
 
     def _push_keys(self, session: Session, state: ControlState, mutation: Mutation) -> int:
         """Apply the mutation's key changes under the next version; returns it."""
         version = state.config_version + 1
-        changes = self._build_keys(session, mutation.key_upserts, mutation.key_removals)
+        changes = self._build_keys(
+            session, mutation.key_upserts, mutation.key_removals, self._keys_current_at
+        )
         try:
             self._bridge.apply_keys(version, changes.payload)
         except (StaleConfigError, StateError):
@@ -191,6 +199,7 @@ class Mutator:
         except ConfigError as e:
             raise core_rejection(e, changes, mutation.subject) from None
         state.config_version = version
+        self._keys_current_at = changes.at
         return version
 
     def _record_rejection(self, caller: Caller, mutation: Mutation, rejected: CoreRejected) -> None:

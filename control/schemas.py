@@ -18,6 +18,15 @@ Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN)]
 # Model aliases as clients write them: `gpt-4o`, `meta-llama/Llama-3-8B`, `claude@2024`.
 MODEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$"
 ModelName = Annotated[str, StringConstraints(pattern=MODEL_PATTERN)]
+# A model allowlist (of a tenant or a key); null means every route.
+Models = list[ModelName]
+
+
+def distinct_models(models: list[str] | None) -> list[str] | None:
+    if models is not None and len(set(models)) != len(models):
+        raise ValueError("lists a model more than once")
+    return models
+
 
 Rpm = Annotated[int, Field(ge=1, le=1_000_000_000, description="Requests per minute")]
 Tpm = Annotated[int, Field(ge=1, le=1_000_000_000_000, description="Tokens per minute")]

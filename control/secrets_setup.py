@@ -24,6 +24,8 @@ from control.keys.models import ApiKey
 from control.providers.models import Provider
 from control.settings import Settings
 from control.state import get_setting, put_setting
+from control.tokens.hashing import HMAC_SHA256
+from control.tokens.models import AdminToken
 
 log = logging.getLogger("sluicegate.control")
 
@@ -53,16 +55,26 @@ def resolve_pepper(settings: Settings, sessions: sessionmaker[Session], embedded
         check = _core.hash_api_key(pepper, _PEPPER_PROBE)
         stored_check = get_setting(session, PEPPER_CHECK)
         changed = stored_check is not None and not hmac.compare_digest(stored_check, check)
-        if changed and session.scalar(select(func.count()).select_from(ApiKey)):
+        if changed and _hashed_under_pepper(session):
             raise StartupError(
-                "the key pepper differs from the one the stored keys were hashed with: every "
-                "key would be refused. Restore the previous secrets.key_pepper."
+                "the key pepper differs from the one the stored keys and admin tokens were "
+                "hashed with: every one would be refused. Restore the previous secrets.key_pepper."
             )
         put_setting(session, PEPPER_CHECK, check)
     return pepper
 
 
-def _default_key_file(settings: Settings) -> Path | None:
+def _hashed_under_pepper(session: Session) -> bool:
+    """Keys, or live admin tokens, whose stored hash the pepper keys."""
+    if session.scalar(select(func.count()).select_from(ApiKey)):
+        return True
+    tokens = select(func.count()).where(
+        AdminToken.hash_scheme == HMAC_SHA256, AdminToken.revoked_at.is_(None)
+    )
+    return bool(session.scalar(tokens))
+
+
+def default_key_file(settings: Settings) -> Path | None:
     url = make_url(settings.database.url)
     if url.get_backend_name() != "sqlite" or not url.database:
         return None
@@ -95,7 +107,7 @@ def resolve_cipher(settings: Settings, sessions: sessionmaker[Session]) -> Crede
         keys = configured.get_secret_value()
     else:
         path = settings.secrets.encryption_key_file
-        default = _default_key_file(settings)
+        default = default_key_file(settings)
         if path is None and default is None:
             raise StartupError(
                 "secrets.encryption_key (env SLUICEGATE_ENCRYPTION_KEY) or "

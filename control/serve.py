@@ -1,8 +1,9 @@
 """`sluicegate serve`: the data plane and the admin API in one process; Python owns the signals.
 
-Start: settings, the core (its usage journal opened and replayed into memory), database and
-migrations, secrets, the journal's events written to SQL and acknowledged, first snapshot applied,
-data listener, admin listener, then one line on stdout:
+Start: umask 0o077, settings, files an older release left readable restricted (`file_modes.py`),
+the core (its usage journal opened and replayed into memory), database and migrations, secrets,
+the journal's events written to SQL and acknowledged, first snapshot applied, data listener,
+admin listener, then one line on stdout:
 `sluicegate serve listening on http://DATA (admin http://ADMIN)`. No request is served before the
 journal has been replayed.
 SIGTERM or SIGINT: readiness off, the core stops accepting and lets in-flight requests finish
@@ -27,6 +28,7 @@ from sluicegate._core import Core, JournalError, StartError
 from control.app import announce_admin_token, create_app
 from control.core_bridge import CoreBridge
 from control.errors import StartupError
+from control.file_modes import restrict_umask, tighten_existing
 from control.listen import HostPort
 from control.logs import configure_logging
 from control.settings import Settings, journal_dir, load_settings
@@ -82,6 +84,8 @@ class Stop:
 
 
 def run(config: Path | None) -> int:
+    # Before anything is created: the database, its WAL, the journal and logs are 0600.
+    restrict_umask()
     stop = Stop()
     try:
         settings = load_settings(config)
@@ -90,6 +94,7 @@ def run(config: Path | None) -> int:
         return 2
     configure_logging(settings.server.log_level, settings.server.log_json)
     try:
+        tighten_existing(settings)
         return _serve(settings, stop)
     except StartupError as e:
         log.error("%s", e)

@@ -117,6 +117,24 @@ class UsageSettings(Section):
     journal_sync_ms: int = Field(default=10, ge=1, le=1_000)
     # Raw usage rows older than this are deleted (rollups are kept).
     raw_retention_days: int = Field(default=30, ge=1, le=36_500)
+    # The longest range a key's latency percentiles may cover (they read raw rows).
+    latency_max_days: int = Field(default=31, ge=1, le=36_500)
+
+
+class AdminSettings(Section):
+    """The admin API's own bounds: what a token holder may send and how often."""
+
+    # Largest request body, checked from Content-Length before it is read (counted when chunked).
+    max_body_bytes: int = Field(default=1_048_576, ge=1024, le=1 << 30)
+    # Calls per minute and burst of each tenant-scoped token; 0: no limit.
+    tenant_token_rpm: int = Field(default=600, ge=0, le=10_000_000)
+    tenant_token_burst: int = Field(default=100, ge=0, le=10_000_000)
+    # The same for each admin (operator) token; 0: no limit.
+    admin_token_rpm: int = Field(default=0, ge=0, le=10_000_000)
+    admin_token_burst: int = Field(default=0, ge=0, le=10_000_000)
+    # Keys a tenant may hold (active or disabled, not revoked or expired) unless its own
+    # `max_keys` says otherwise.
+    default_max_keys: int = Field(default=1000, ge=1, le=10_000_000)
 
 
 class ProviderBootstrap(ProviderCreate):
@@ -140,6 +158,7 @@ class Settings(Section):
     secrets: SecretSettings = Field(default_factory=lambda: SecretSettings())
     core: CoreSettings = Field(default_factory=lambda: CoreSettings())
     usage: UsageSettings = Field(default_factory=lambda: UsageSettings())
+    admin: AdminSettings = Field(default_factory=lambda: AdminSettings())
     bootstrap: BootstrapSettings = Field(default_factory=lambda: BootstrapSettings())
     doctor: DoctorSettings = Field(default_factory=lambda: DoctorSettings())
 
@@ -173,6 +192,8 @@ ENV: dict[str, tuple[str, str]] = {
     "SLUICEGATE_USAGE_JOURNAL_DIR": ("usage", "journal_dir"),
     "SLUICEGATE_USAGE_JOURNAL_SYNC_MS": ("usage", "journal_sync_ms"),
     "SLUICEGATE_USAGE_RAW_RETENTION_DAYS": ("usage", "raw_retention_days"),
+    "SLUICEGATE_USAGE_LATENCY_MAX_DAYS": ("usage", "latency_max_days"),
+    **{f"SLUICEGATE_ADMIN_{name.upper()}": ("admin", name) for name in AdminSettings.model_fields},
     **{
         f"SLUICEGATE_DOCTOR_{name.upper()}": ("doctor", name)
         for name in DoctorSettings.model_fields

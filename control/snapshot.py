@@ -1,9 +1,8 @@
 """The whole data-plane snapshot, built from the database: exactly the JSON that
 `proxy_core/src/config/model.rs` (`ConfigPayload`) accepts, unknown fields being refused there.
 
-The index remembers which row became which list entry, so that the core's refusal (its
-`ConfigError` args: path `pools[1].timeouts.total_ms`, detail) can be told in the API's words
-(pool `big`, field `timeouts.total_ms`).
+The index remembers which row became which list entry, so that the core's refusal can be told
+in the API's words (`refusal.py`).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, select, true
+from sqlalchemy import ColumnElement, and_, or_, select, true
 from sqlalchemy.orm import Session
 
 from control.crypto import CredentialCipher
@@ -44,18 +43,8 @@ class SnapshotIndex:
 class Snapshot:
     payload: str
     index: SnapshotIndex
-
-
-@dataclass(frozen=True)
-class Fault:
-    """Where the core's refusal points: a resource, and the field inside it."""
-
-    resource_type: str
-    resource_id: str
-    field: str
-    message: str
-    # For pool members: the provider the member stands for.
-    provider_id: str | None = None
+    # The moment it was built: keys expired by then are not in it.
+    at: datetime | None = None
 
 
 def _limits(
@@ -98,6 +87,7 @@ def _quota(
 
 
 _k = ApiKey.__table__.c
+_t = Tenant.__table__.c
 KEY_COLUMNS = (
     _k.id,
     _k.tenant_id,
@@ -116,20 +106,47 @@ KEY_COLUMNS = (
     _k.quota_tokens,
     _k.quota_cost_micros,
     _k.quota_anchor,
+    _t.models,
 )
 
 
+def _in_core(moment: datetime) -> ColumnElement[bool]:
+    """Keys the core can still use: not revoked, not expired (a rotated-out key ends with its
+    overlap as its expiry). The core refuses a key past its `expires_at` by itself; leaving dead
+    keys out keeps them from weighing on every push."""
+    return and_(_k.status != "revoked", or_(_k.expires_at.is_(None), _k.expires_at > moment))
+
+
+def allowed_models(key: list[str] | None, tenant: list[str] | None) -> list[str] | None:
+    """What the core enforces: the key's list within its tenant's (null: no bound)."""
+    if tenant is None:
+        return key
+    if key is None:
+        return list(tenant)
+    allowed = set(tenant)
+    return [m for m in key if m in allowed]
+
+
 def _key_entries(
-    session: Session, where: ColumnElement[bool], now: int, ids: Sequence[str] | None = None
+    session: Session,
+    where: ColumnElement[bool],
+    moment: datetime,
+    ids: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Key entries as the core takes them, revoked keys left out (the core gives one answer for
-    unknown and revoked keys alike). Plain rows through the connection (no ORM loading): this is
-    the part that grows to 100k."""
+    """Key entries as the core takes them, revoked and expired keys left out (the core gives one
+    answer for unknown and revoked keys alike). Plain rows through the connection (no ORM
+    loading): this is the part that grows to 100k."""
     conn = session.connection()
+    now = int(moment.timestamp())
     use = ledger.used(conn, "key", now, ids)
-    rows = conn.execute(select(*KEY_COLUMNS).where(_k.status != "revoked", where).order_by(_k.id))
+    stmt = (
+        select(*KEY_COLUMNS)
+        .join_from(ApiKey.__table__, Tenant.__table__, _t.id == _k.tenant_id)
+        .where(_in_core(moment), where)
+        .order_by(_k.id)
+    )
     keys = []
-    for row in rows:
+    for row in conn.execute(stmt):
         (key_id, tenant_id, digest, prefix, status, expires_at, models, priority) = row[:8]
         limits = row[8:13]
         period, tokens, cost_micros, anchor = row[13:17]
@@ -141,7 +158,7 @@ def _key_entries(
                 "prefix": prefix,
                 "status": status,
                 "expires_at": None if expires_at is None else to_unix(expires_at),
-                "models": models,
+                "models": allowed_models(models, row[17]),
                 "priority": priority,
                 "limits": _limits(*limits),
                 "quota": _quota(period, tokens, cost_micros, anchor, use.get(key_id, (0, 0)), now),
@@ -190,7 +207,7 @@ def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -
         )
         tenants.append({"id": t.id, "status": t.status, "limits": tenant_limits, "quota": quota})
 
-    keys = _key_entries(session, true(), now)
+    keys = _key_entries(session, true(), moment)
     index.keys.extend(k["id"] for k in keys)
 
     providers = {p.id: p for p in session.scalars(select(Provider))}
@@ -260,73 +277,28 @@ def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -
         "routes": routes,
         "prices": _prices(session, moment),
     }
-    return Snapshot(json.dumps(payload, separators=(",", ":")), index)
+    return Snapshot(json.dumps(payload, separators=(",", ":")), index, moment)
 
 
-def build_key_changes(session: Session, upsert: Sequence[str], remove: Sequence[str]) -> Snapshot:
+def build_key_changes(
+    session: Session,
+    upsert: Sequence[str],
+    remove: Sequence[str],
+    expired_since: datetime | None = None,
+) -> Snapshot:
     """Key changes (`KeyDelta`) on top of the snapshot in force: the keys in `upsert` as they
-    are now (a revoked one is removed), and the keys in `remove`."""
-    now = int(utcnow().timestamp())
-    entries = _key_entries(session, _k.id.in_(upsert), now, upsert) if upsert else []
+    are now (a revoked or expired one is removed), the keys in `remove`, and the keys that
+    expired since `expired_since` (the moment the core's keys were last brought up to date), so
+    that the core's copy sheds dead keys with any change, not only with a whole snapshot."""
+    moment = utcnow()
+    entries = _key_entries(session, _k.id.in_(upsert), moment, upsert) if upsert else []
     kept = {k["id"] for k in entries}
-    gone = sorted({*remove, *(i for i in upsert if i not in kept)})
+    gone = {*remove, *(i for i in upsert if i not in kept)}
+    if expired_since is not None:
+        ended = select(_k.id).where(
+            _k.status != "revoked", _k.expires_at > expired_since, _k.expires_at <= moment
+        )
+        gone.update(session.scalars(ended))
     index = SnapshotIndex(keys=[k["id"] for k in entries])
-    payload = {"upsert": entries, "remove": gone}
-    return Snapshot(json.dumps(payload, separators=(",", ":")), index)
-
-
-_RESOURCE = {
-    "tenants": "tenant",
-    "keys": "key",
-    "upsert": "key",
-    "pools": "pool",
-    "routes": "route",
-}
-# Payload fields that the API spells differently: a tenant's or key's `limits.rpm` is `rpm`.
-_FLATTENED = {"tenant": "limits.", "key": "limits."}
-
-
-def path_steps(path: str) -> list[str | int] | None:
-    """`pools[1].members[0].weight` -> `["pools", 1, "members", 0, "weight"]`; None if the path
-    is not made of names and indexes."""
-    steps: list[str | int] = []
-    for part in path.split("."):
-        name, *indexes = part.split("[")
-        if name:
-            steps.append(name)
-        elif not indexes:
-            return None
-        for index in indexes:
-            if not index.endswith("]") or not index[:-1].isdigit():
-                return None
-            steps.append(int(index[:-1]))
-    return steps
-
-
-def render_path(steps: list[str | int]) -> str:
-    out = ""
-    for step in steps:
-        if isinstance(step, int):
-            out += f"[{step}]"
-        else:
-            out += f".{step}" if out else step
-    return out
-
-
-def locate_fault(path: str | None, detail: str, index: SnapshotIndex) -> Fault | None:
-    """The resource and request field a core refusal points at, or None if its path names no
-    list entry of the snapshot."""
-    steps = None if path is None else path_steps(path)
-    if not steps or len(steps) < 2 or steps[0] not in _RESOURCE or not isinstance(steps[1], int):
-        return None
-    kind, i = str(steps[0]), steps[1]
-    # Key changes name their keys `upsert[i]`.
-    entries: list[str] = getattr(index, "keys" if kind == "upsert" else kind)
-    if i >= len(entries):
-        return None
-    resource_type = _RESOURCE[kind]
-    field_name = render_path(steps[2:]).removeprefix(_FLATTENED.get(resource_type, ""))
-    provider_id = None
-    if kind == "pools" and len(steps) > 3 and steps[2] == "members" and isinstance(steps[3], int):
-        provider_id = index.members.get((i, steps[3]))
-    return Fault(resource_type, entries[i], field_name or "body", detail, provider_id)
+    payload = {"upsert": entries, "remove": sorted(gone - kept)}
+    return Snapshot(json.dumps(payload, separators=(",", ":")), index, moment)

@@ -10,6 +10,7 @@ import threading
 from sqlalchemy.exc import OperationalError
 
 from control import migrations
+from control.access.ratelimit import AdminRateLimits
 from control.bootstrap import apply_bootstrap, ensure_admin_token
 from control.context import ControlContext
 from control.core_bridge import CoreBridge
@@ -62,6 +63,7 @@ def prepare(
             pepper=pepper,
             cipher=cipher,
             mutator=mutator,
+            admin_limits=AdminRateLimits(settings.admin),
         )
         token = ensure_admin_token(ctx)
         created = apply_bootstrap(ctx, settings.bootstrap)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import JSON, BigInteger, CheckConstraint, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
@@ -46,5 +47,8 @@ class ApiKey(QuotaColumns, Base):
     replaced_by: Mapped[str | None] = mapped_column(String(40))
     rotated_from: Mapped[str | None] = mapped_column(String(40))
     revoked_at: Mapped[datetime | None]
+    # What an admin token set and a tenant-scoped token may only tighten (`policy.py`): field ->
+    # the operator's bound. None or {}: nothing locked.
+    admin_policy: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]

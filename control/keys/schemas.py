@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from control.quotas.schemas import QuotaIn, QuotaOut
 from control.schemas import (
     Concurrency,
-    ModelName,
+    Models,
     Name,
     Rpm,
     RpmBurst,
@@ -20,6 +20,7 @@ from control.schemas import (
     Timestamp,
     Tpm,
     TpmBurst,
+    distinct_models,
 )
 from control.validation import not_null
 
@@ -28,18 +29,14 @@ Priority = Literal["interactive", "batch"]
 # `revoked` explicitly or once a rotation's overlap has ended.
 KeyState = Literal["active", "disabled", "expired", "revoked"]
 
-Models = list[ModelName]
-MODELS_DOC = "Model aliases the key may use; null means every route"
+MODELS_DOC = (
+    "Model aliases the key may use, within its tenant's allowlist; null means every route the "
+    "tenant allows"
+)
 QUOTA_DOC = (
     "Tokens and/or money per period; null for none. Never above the tenant's quota of the same "
     "period. A rotated key gets the same quota, counted afresh."
 )
-
-
-def _distinct(models: list[str] | None) -> list[str] | None:
-    if models is not None and len(set(models)) != len(models):
-        raise ValueError("lists a model more than once")
-    return models
 
 
 class KeyCreate(Strict):
@@ -57,7 +54,7 @@ class KeyCreate(Strict):
     )
     quota: QuotaIn | None = Field(default=None, description=QUOTA_DOC)
 
-    _models = field_validator("models")(_distinct)
+    _models = field_validator("models")(distinct_models)
 
 
 class KeyUpdate(Strict):
@@ -75,7 +72,7 @@ class KeyUpdate(Strict):
     expires_at: Timestamp | None = None
     quota: QuotaIn | None = Field(default=None, description=QUOTA_DOC)
 
-    _models = field_validator("models")(_distinct)
+    _models = field_validator("models")(distinct_models)
 
     @field_validator("status", "priority")
     @classmethod
@@ -92,6 +89,22 @@ class KeyRotate(Strict):
     )
     expires_at: Timestamp | None = Field(
         default=None, description="Expiry of the new key; the old key's expiry if left out"
+    )
+
+
+class AdminPolicy(BaseModel):
+    """What the operator set and a tenant-scoped token may only tighten; null: not locked."""
+
+    status: Literal["disabled"] | None = None
+    models: list[str] | None = Field(default=None, description="The key's list stays within it")
+    priority: Literal["batch"] | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+    max_concurrency: int | None = None
+    rpm_burst: int | None = None
+    tpm_burst: int | None = None
+    quota: QuotaIn | None = Field(
+        default=None, description="Same period, allowances at most these, no reset"
     )
 
 
@@ -115,8 +128,17 @@ class KeyOut(BaseModel):
     replaced_by: str | None
     rotated_from: str | None
     revoked_at: datetime | None
+    admin_policy: AdminPolicy = Field(
+        description="The operator's bounds on this key (403 `admin_locked` for a tenant-scoped "
+        "token that would loosen one)"
+    )
     created_at: datetime
     updated_at: datetime
+
+    @field_validator("admin_policy", mode="before")
+    @classmethod
+    def _nothing_locked(cls, value: object) -> object:
+        return {} if value is None else value
 
 
 class KeyCreated(KeyOut):

@@ -1,7 +1,8 @@
 """Key operations: create (plaintext shown once), update, rotate (optional overlap), revoke.
 
 The key format, its keyed hash and its public prefix come from the core (`sluicegate._core`),
-so there is one implementation of each. A key's limits never exceed its tenant's.
+so there is one implementation of each. A key stays within its tenant's bounds (`bounds.py`);
+what an admin token set, a tenant-scoped token may only tighten (`policy.py`).
 """
 
 from __future__ import annotations
@@ -16,16 +17,15 @@ from control.caller import Caller
 from control.context import ControlContext
 from control.errors import Conflict, NotFound, Validation
 from control.ids import new_id
-from control.keys import repository
+from control.keys import bounds, policy, repository
 from control.keys.models import ApiKey
 from control.keys.repository import KeyFilters
 from control.keys.schemas import KeyCreate, KeyOut, KeyRotate, KeyUpdate
 from control.keys.state import effective_state
-from control.limits import LIMITS, above_tenant, in_force, orphan_bursts
+from control.limits import LIMITS, in_force
 from control.pagination import decode_cursor, page
 from control.quotas import rules as quota_rules
 from control.quotas.rules import quota_in, quota_of
-from control.quotas.schemas import QuotaIn
 from control.schemas import Page
 from control.tenants.models import Tenant
 from control.timeutil import utcnow
@@ -44,21 +44,6 @@ def visible(session: Session, caller: Caller, key_id: str) -> tuple[ApiKey, str]
     if row is None or (not caller.is_admin and row[0].tenant_id != caller.tenant_id):
         raise NotFound("key not found")
     return row[0], row[1]
-
-
-def _check_limits(tenant: Tenant, values: dict[str, Any]) -> None:
-    errors = orphan_bursts(values)
-    orphans = {e.field for e in errors}
-    tenant_limits = {name: getattr(tenant, name) for name in LIMITS}
-    errors += [e for e in above_tenant(values, tenant_limits) if e.field not in orphans]
-    if errors:
-        raise Validation("a key's limits cannot exceed its tenant's", errors)
-
-
-def _check_quota(tenant: Tenant, quota: QuotaIn | None) -> None:
-    errors = quota_rules.above_tenant(quota, tenant)
-    if errors:
-        raise Validation("a key's quota cannot exceed its tenant's", errors)
 
 
 def _check_future(expires_at: datetime | None, now: datetime) -> None:
@@ -112,9 +97,11 @@ def create(ctx: ControlContext, caller: Caller, data: KeyCreate) -> tuple[KeyOut
             raise NotFound("tenant not found")
         if tenant.status != "active":
             raise Conflict("the tenant is disabled; enable it before creating keys")
-        _check_limits(tenant, data.model_dump())
-        _check_quota(tenant, data.quota)
+        bounds.check_limits(tenant, data.model_dump())
+        bounds.check_quota(tenant, data.quota)
+        bounds.check_models(tenant, data.models)
         _check_future(data.expires_at, now)
+        bounds.check_room(m.session, tenant, ctx.settings.admin.default_max_keys, now)
         key, secret = _new_key(
             ctx,
             tenant.id,
@@ -131,6 +118,8 @@ def create(ctx: ControlContext, caller: Caller, data: KeyCreate) -> tuple[KeyOut
             expires_at=data.expires_at,
         )
         quota_rules.set_quota(key, data.quota, now)
+        if caller.is_admin:
+            key.admin_policy = policy.after_admin_change(None, key, set(policy.LOCKABLE)) or None
         m.subject = ("key", key.id)
         m.session.add(key)
         summary = data.model_dump(mode="json", exclude_none=True) | {"prefix": key.prefix}
@@ -149,20 +138,35 @@ def update(ctx: ControlContext, caller: Caller, key_id: str, data: KeyUpdate) ->
         changes = {k: v for k, v in sent.items() if getattr(key, k) != v}
         quota_sent = "quota" in data.model_fields_set
         quota_changed = quota_sent and not quota_rules.unchanged(key, data.quota)
+        if not caller.is_admin:
+            policy.check_tenant_change(key.admin_policy, key, changes, (quota_sent, data.quota))
         if changes or quota_changed:
             tenant = m.session.get(Tenant, key.tenant_id)
             assert tenant is not None  # the foreign key guarantees it
-            _check_limits(tenant, {name: changes.get(name, getattr(key, name)) for name in LIMITS})
+            bounds.check_limits(
+                tenant, {name: changes.get(name, getattr(key, name)) for name in LIMITS}
+            )
+            if "models" in changes:
+                bounds.check_models(tenant, changes["models"])
             if quota_changed:
-                _check_quota(tenant, data.quota)
+                bounds.check_quota(tenant, data.quota)
                 quota_rules.set_quota(key, data.quota, now)
             if "expires_at" in changes:
                 _check_future(changes["expires_at"], now)
             for name, value in changes.items():
                 setattr(key, name, value)
+        locks_changed = False
+        if caller.is_admin:
+            fields = set(sent) | ({"quota"} if quota_sent else set())
+            locks = policy.after_admin_change(key.admin_policy, key, fields) or None
+            locks_changed = locks != (key.admin_policy or None)
+            key.admin_policy = locks
+        if changes or quota_changed or locks_changed:
             key.updated_at = now
             fields = set(changes) | ({"quota"} if quota_changed else set())
             summary = data.model_dump(mode="json", include=fields)
+            if locks_changed:
+                summary["admin_policy"] = key.admin_policy
             m.record("key.update", "key", key.id, summary, tenant_id=key.tenant_id)
             m.keys_changed(upsert=[key.id])
     return to_out(key, tenant_status, now)
@@ -179,6 +183,11 @@ def rotate(
             raise Conflict("the key is revoked; create a new one")
         if old.replaced_by is not None:
             raise Conflict(f"the key was already rotated; rotate {old.replaced_by} instead")
+        if data.overlap_seconds > 0:
+            tenant = m.session.get(Tenant, old.tenant_id)
+            assert tenant is not None  # the foreign key guarantees it
+            default = ctx.settings.admin.default_max_keys
+            bounds.check_rotation_room(m.session, tenant, default, now)
         expires_at = data.expires_at if "expires_at" in data.model_fields_set else old.expires_at
         if expires_at is not None and expires_at <= now:
             raise Validation.field(
@@ -199,6 +208,8 @@ def rotate(
             tpm_burst=old.tpm_burst,
             expires_at=expires_at,
             rotated_from=old.id,
+            # The operator's locks hold for the successor too.
+            admin_policy=old.admin_policy,
         )
         quota_rules.set_quota(new, quota_in(old), now)
         m.session.add(new)

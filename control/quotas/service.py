@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from control.caller import Caller
 from control.context import ControlContext
 from control.errors import Conflict, NotFound
+from control.keys import policy
 from control.keys import service as keys
 from control.quotas import ledger
 from control.quotas.models import QuotaColumns
@@ -69,6 +70,8 @@ def reset_key(ctx: ControlContext, caller: Caller, key_id: str) -> QuotaStatus:
             raise Conflict("the key has no quota to reset")
         if key.status == "revoked":
             raise Conflict("the key is revoked")
+        if not caller.is_admin:
+            policy.check_tenant_reset(key.admin_policy)
         reset(key, utcnow())
         summary = {"period": key.quota_period}
         m.record("key.quota_reset", "key", key.id, summary, tenant_id=key.tenant_id)

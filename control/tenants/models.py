@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, CheckConstraint, Index, Integer, String
+from sqlalchemy import JSON, BigInteger, CheckConstraint, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from control.db import Base
@@ -30,5 +30,10 @@ class Tenant(QuotaColumns, Base):
     # Bucket sizes of rpm and tpm; None: one minute's worth (the limit itself).
     rpm_burst: Mapped[int | None] = mapped_column(BigInteger)
     tpm_burst: Mapped[int | None] = mapped_column(BigInteger)
+    # Model aliases the tenant's keys may use; None means every route. A key's own list stays
+    # within it, and the data plane gets each key's list within it (`snapshot.py`).
+    models: Mapped[list[str] | None] = mapped_column(JSON)
+    # Keys the tenant may hold; None: the setting `admin.default_max_keys`.
+    max_keys: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]

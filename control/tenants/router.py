@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from control.context import ControlContext
 from control.deps import CallerDep, ContextDep, SessionDep
 from control.errors import ERROR_RESPONSES
 from control.schemas import Page, PageLimit
@@ -13,29 +14,41 @@ from control.tenants.schemas import TenantCreate, TenantOut, TenantStatus, Tenan
 router = APIRouter(prefix="/v1/admin/tenants", tags=["tenants"], responses=ERROR_RESPONSES)
 
 
+def _default(ctx: ControlContext) -> int:
+    return ctx.settings.admin.default_max_keys
+
+
 @router.post("", status_code=201, summary="Create a tenant")
 def create_tenant(body: TenantCreate, caller: CallerDep, ctx: ContextDep) -> TenantOut:
-    return service.to_out(service.create(ctx, caller, body))
+    return service.to_out(service.create(ctx, caller, body), _default(ctx))
 
 
 @router.get("", summary="List tenants (a tenant token sees its own)")
 def list_tenants(
     caller: CallerDep,
     session: SessionDep,
+    ctx: ContextDep,
     status: TenantStatus | None = None,
     limit: PageLimit = 50,
     cursor: str | None = None,
 ) -> Page[TenantOut]:
-    return service.list_page(session, caller, status=status, limit=limit, cursor=cursor)
+    return service.list_page(
+        session, caller, status=status, limit=limit, cursor=cursor, default_max_keys=_default(ctx)
+    )
 
 
 @router.get("/{tenant_id}", summary="Get a tenant")
-def get_tenant(tenant_id: str, caller: CallerDep, session: SessionDep) -> TenantOut:
-    return service.to_out(service.get(session, caller, tenant_id))
+def get_tenant(
+    tenant_id: str, caller: CallerDep, session: SessionDep, ctx: ContextDep
+) -> TenantOut:
+    return service.to_out(service.get(session, caller, tenant_id), _default(ctx))
 
 
-@router.patch("/{tenant_id}", summary="Change a tenant's name, status (disable/enable) or limits")
+@router.patch(
+    "/{tenant_id}",
+    summary="Change a tenant's name, status (disable/enable), limits, allowlist or key cap",
+)
 def update_tenant(
     tenant_id: str, body: TenantUpdate, caller: CallerDep, ctx: ContextDep
 ) -> TenantOut:
-    return service.to_out(service.update(ctx, caller, tenant_id, body))
+    return service.to_out(service.update(ctx, caller, tenant_id, body), _default(ctx))

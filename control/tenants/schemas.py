@@ -3,15 +3,39 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
 from control.quotas.schemas import QuotaIn, QuotaOut
-from control.schemas import Concurrency, Name, Rpm, RpmBurst, Slug, Strict, Tpm, TpmBurst
+from control.schemas import (
+    Concurrency,
+    Models,
+    Name,
+    Rpm,
+    RpmBurst,
+    Slug,
+    Strict,
+    Tpm,
+    TpmBurst,
+    distinct_models,
+)
 from control.validation import not_null
 
 QUOTA_DOC = "Tokens and/or money per period over all the tenant's keys; null for none"
+MODELS_DOC = (
+    "Model aliases the tenant's keys may use; null means every route. Each key's own list stays "
+    "within it, and narrowing it narrows every key at once"
+)
+MaxKeys = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=10_000_000,
+        description="Keys the tenant may hold (not revoked, not expired); null: the server's "
+        "default (admin.default_max_keys)",
+    ),
+]
 
 TenantStatus = Literal["active", "disabled"]
 
@@ -27,11 +51,17 @@ class TenantCreate(Strict):
     rpm_burst: RpmBurst | None = None
     tpm_burst: TpmBurst | None = None
     quota: QuotaIn | None = Field(default=None, description=QUOTA_DOC)
+    models: Models | None = Field(default=None, max_length=1000, description=MODELS_DOC)
+    max_keys: MaxKeys | None = None
+
+    _models = field_validator("models")(distinct_models)
 
 
 class TenantUpdate(Strict):
-    """Only the fields sent change; `null` clears a limit (unlimited). Disabling a tenant
-    disables every one of its keys."""
+    """Only the fields sent change; `null` clears a limit (unlimited), the allowlist (every
+    route) or `max_keys` (the server's default). Disabling a tenant disables every one of its
+    keys and refuses its tenant-scoped tokens. A lower `max_keys` keeps the keys already held
+    and refuses new ones until the tenant is below it."""
 
     name: Name | None = None
     status: TenantStatus | None = None
@@ -41,6 +71,10 @@ class TenantUpdate(Strict):
     rpm_burst: RpmBurst | None = None
     tpm_burst: TpmBurst | None = None
     quota: QuotaIn | None = Field(default=None, description=QUOTA_DOC)
+    models: Models | None = Field(default=None, max_length=1000, description=MODELS_DOC)
+    max_keys: MaxKeys | None = None
+
+    _models = field_validator("models")(distinct_models)
 
     @field_validator("name", "status")
     @classmethod
@@ -60,5 +94,7 @@ class TenantOut(BaseModel):
     rpm_burst: int | None
     tpm_burst: int | None
     quota: QuotaOut | None
+    models: list[str] | None
+    max_keys: int = Field(description="In force: the tenant's own, or the server's default")
     created_at: datetime
     updated_at: datetime

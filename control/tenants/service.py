@@ -20,13 +20,15 @@ from control.tenants.schemas import TenantCreate, TenantOut, TenantStatus, Tenan
 from control.timeutil import utcnow
 
 
-def to_out(tenant: Tenant) -> TenantOut:
+def to_out(tenant: Tenant, default_max_keys: int) -> TenantOut:
     limits = in_force({name: getattr(tenant, name) for name in LIMITS})
     return TenantOut(
         id=tenant.id,
         name=tenant.name,
         status=tenant.status,  # type: ignore[arg-type]
         quota=quota_of(tenant),
+        models=tenant.models,
+        max_keys=default_max_keys if tenant.max_keys is None else tenant.max_keys,
         created_at=tenant.created_at,
         updated_at=tenant.updated_at,
         **limits,
@@ -48,6 +50,7 @@ def list_page(
     status: TenantStatus | None,
     limit: int,
     cursor: str | None,
+    default_max_keys: int,
 ) -> Page[TenantOut]:
     rows = repository.page(
         session,
@@ -57,7 +60,7 @@ def list_page(
         limit=limit,
     )
     items, next_cursor = page(rows, limit, lambda t: t.id)
-    return Page(items=[to_out(t) for t in items], next_cursor=next_cursor)
+    return Page(items=[to_out(t, default_max_keys) for t in items], next_cursor=next_cursor)
 
 
 def create(ctx: ControlContext, caller: Caller, data: TenantCreate) -> Tenant:
@@ -79,6 +82,8 @@ def create(ctx: ControlContext, caller: Caller, data: TenantCreate) -> Tenant:
             max_concurrency=data.max_concurrency,
             rpm_burst=data.rpm_burst,
             tpm_burst=data.tpm_burst,
+            models=data.models,
+            max_keys=data.max_keys,
             created_at=now,
             updated_at=now,
         )

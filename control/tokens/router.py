@@ -26,12 +26,12 @@ def _created(pair: tuple[object, str]) -> TokenCreated:
 def create_tenant_token(
     tenant_id: str, body: TokenCreate, caller: CallerDep, ctx: ContextDep
 ) -> TokenCreated:
-    return _created(service.create(ctx, caller, body.name, tenant_id))
+    return _created(service.create(ctx, caller, body.name, tenant_id, body.expires_at))
 
 
 @router.post("/tokens", status_code=201, summary="Create an admin token")
 def create_admin_token(body: TokenCreate, caller: CallerDep, ctx: ContextDep) -> TokenCreated:
-    return _created(service.create(ctx, caller, body.name, None))
+    return _created(service.create(ctx, caller, body.name, None, body.expires_at))
 
 
 @router.get("/tokens", summary="List admin and tenant tokens (never the tokens themselves)")

@@ -7,13 +7,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from control.schemas import Name, Strict
+from control.schemas import Name, Strict, Timestamp
 
 TokenRole = Literal["admin", "tenant"]
 
 
 class TokenCreate(Strict):
     name: Name
+    expires_at: Timestamp | None = Field(
+        default=None, description="Refused from then on (ISO 8601, UTC without an offset)"
+    )
 
 
 class TokenOut(BaseModel):
@@ -27,6 +30,10 @@ class TokenOut(BaseModel):
     created_at: datetime
     created_by: str | None
     revoked_at: datetime | None
+    expires_at: datetime | None
+    last_used_at: datetime | None = Field(
+        description="Last authenticated call, to the minute (written at most once a minute)"
+    )
 
 
 class TokenCreated(TokenOut):

@@ -1,6 +1,6 @@
 """Usage queries: raw rows newest first (keyset on start time and id), a key's buckets and its
-totals per model (rollups), latency percentiles (raw rows: in SQL on PostgreSQL, in Python on
-SQLite), and raw rows in start order for the CSV export."""
+totals per model (rollups), latency percentiles (raw rows, in SQL on both databases), and raw
+rows in start order for the CSV export."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ from sqlalchemy.orm import Session
 
 from control.usage.models import UsageRecord, UsageRollup
 from control.usage.rollups import COUNTERS, in_pieces, pieces
+from control.usage.stats import rank
+
+# The latency views' percentiles: P50, P95, P99.
+QUANTILES = (0.5, 0.95, 0.99)
 
 
 @dataclass(frozen=True)
@@ -113,18 +117,31 @@ def percentiles_sql(
     value = getattr(UsageRecord, column)
     stmt = select(
         func.count(value),
-        *(func.percentile_disc(q).within_group(value) for q in (0.5, 0.95, 0.99)),
+        *(func.percentile_disc(q).within_group(value) for q in QUANTILES),
     ).where(*_in_range(key_id, start, end), value.is_not(None))
     count, *values = session.execute(stmt).one()
     return int(count), [None if v is None else float(v) for v in values]
 
 
-def values(
+def percentiles_ranked(
     session: Session, key_id: str, start: datetime, end: datetime, column: str
-) -> list[float]:
+) -> tuple[int, list[float | None]]:
+    """SQLite: the count, then the values at the nearest ranks, picked by a window over the
+    range sorted in SQL; at most three rows reach Python whatever the range holds."""
     value = getattr(UsageRecord, column)
-    stmt = select(value).where(*_in_range(key_id, start, end), value.is_not(None))
-    return [float(v) for v in session.scalars(stmt)]
+    where = (*_in_range(key_id, start, end), value.is_not(None))
+    count = session.scalar(select(func.count()).select_from(UsageRecord).where(*where)) or 0
+    if not count:
+        return 0, [None] * len(QUANTILES)
+    ranks = [rank(count, q) for q in QUANTILES]
+    ranked = (
+        select(value.label("value"), func.row_number().over(order_by=value).label("rank"))
+        .where(*where)
+        .subquery()
+    )
+    stmt = select(ranked.c.rank, ranked.c.value).where(ranked.c.rank.in_(set(ranks)))
+    picked = {int(at): float(v) for at, v in session.execute(stmt)}
+    return count, [picked[r] for r in ranks]
 
 
 def export_page(

@@ -88,12 +88,19 @@ def key_models(
 
 @router.get(
     f"{KEY_VIEWS}/latency",
-    summary="A key's TTFT and TPOT percentiles (P50/P95/P99) over a range (default: 24h)",
+    summary="A key's TTFT and TPOT percentiles (P50/P95/P99) over a range (default: 24h; at "
+    "most usage.latency_max_days, 31 days by default)",
 )
 def key_latency(
-    key_id: str, caller: CallerDep, session: SessionDep, start: From = None, to: To = None
+    key_id: str,
+    caller: CallerDep,
+    session: SessionDep,
+    ctx: ContextDep,
+    start: From = None,
+    to: To = None,
 ) -> KeyLatency:
-    return service.latency(session, caller, key_id, start, to)
+    max_days = ctx.settings.usage.latency_max_days
+    return service.latency(session, caller, key_id, start, to, max_days=max_days)
 
 
 @router.get(

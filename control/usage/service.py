@@ -33,7 +33,6 @@ from control.usage.schemas import (
     UsageOut,
     UsageSeries,
 )
-from control.usage.stats import nearest_rank
 
 MAX_BUCKETS = 10_000
 # The range when none is given: the last hour of minutes, day of hours, 30 days of days; the last
@@ -149,20 +148,32 @@ def _percentiles(
 ) -> Percentiles:
     if session.get_bind().dialect.name == "postgresql":
         count, (p50, p95, p99) = repository.percentiles_sql(session, key_id, start, end, column)
-        return Percentiles(count=count, p50=p50, p95=p95, p99=p99)
-    values = sorted(repository.values(session, key_id, start, end, column))
-    p50, p95, p99 = (nearest_rank(values, q) for q in (0.5, 0.95, 0.99))
-    return Percentiles(count=len(values), p50=p50, p95=p95, p99=p99)
+    else:
+        count, (p50, p95, p99) = repository.percentiles_ranked(session, key_id, start, end, column)
+    return Percentiles(count=count, p50=p50, p95=p95, p99=p99)
 
 
 def latency(
-    session: Session, caller: Caller, key_id: str, start: datetime | None, end: datetime | None
+    session: Session,
+    caller: Caller,
+    key_id: str,
+    start: datetime | None,
+    end: datetime | None,
+    *,
+    max_days: int,
 ) -> KeyLatency:
+    """Percentiles of raw rows over at most `max_days` (`usage.latency_max_days`): the range is
+    the one input that sets how much a call reads."""
     key, _ = keys.visible(session, caller, key_id)
     stop = end or utcnow()
     begin = start or stop - DEFAULT_RANGE
     if begin >= stop:
         raise Validation.field("from", "must be before `to`")
+    if stop - begin > timedelta(days=max_days):
+        raise Validation.field(
+            "from",
+            f"the range covers more than {max_days} days (usage.latency_max_days): narrow it",
+        )
     return KeyLatency(
         key_id=key.id,
         start=begin,
