@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
-from sluicegate import admin_cli
-from sluicegate.cli import build_parser, main
+from sluicegate.cli import build_parser, drill_watch, main
+from sluicegate.cli.client import AdminClient, CliError
 
 from tests.control.helpers import ADMIN_TOKEN, Harness
 from tests.control.usage_events import FakeCore, event
@@ -259,8 +259,8 @@ def test_contradictory_health_check_options_are_refused(
 def test_errors_print_the_api_error_and_exit_1(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def fake(method: str, url: str, **kwargs: Any) -> httpx.Response:
-        assert kwargs["headers"] == {"Authorization": "Bearer sgt_token"}
+    def fake(request: httpx.Request) -> httpx.Response:
+        assert request.headers["authorization"] == "Bearer sgt_token"
         error = {
             "code": "validation_error",
             "message": "bad",
@@ -268,7 +268,7 @@ def test_errors_print_the_api_error_and_exit_1(
         }
         return httpx.Response(422, json={"error": error})
 
-    monkeypatch.setattr(admin_cli.httpx, "request", fake)
+    monkeypatch.setattr(AdminClient, "transport", httpx.MockTransport(fake))
     monkeypatch.setenv("SLUICEGATE_ADMIN_TOKEN", "sgt_token")
     assert main(["tenants", "update", "acme", "--rpm", "9"]) == 1
     err = capsys.readouterr().err
@@ -278,10 +278,9 @@ def test_errors_print_the_api_error_and_exit_1(
 def test_success_prints_json(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(
-        admin_cli.httpx, "request", lambda *a, **k: httpx.Response(200, json={"id": "acme"})
-    )
-    assert main(["tenants", "show", "acme", "--token", "sgt_x"]) == 0
+    answer = httpx.MockTransport(lambda request: httpx.Response(200, json={"id": "acme"}))
+    monkeypatch.setattr(AdminClient, "transport", answer)
+    assert main(["tenants", "show", "acme", "--token", "sgt_x", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"id": "acme"}
 
 
@@ -341,14 +340,14 @@ class FakeApi:
 
 def test_drill_finds_the_pool_of_an_ejected_member() -> None:
     api: Any = FakeApi(["primary", "backup"], {"primary": ["a", "b"], "backup": ["b", "c"]})
-    target = admin_cli._drill_target
+    target = drill_watch.drill_target
     assert target(api, "chat", "a", None) == {"pool": "primary", "member": "a"}
     assert target(api, "chat", "c", None) == {"pool": "backup", "member": "c"}
     assert target(api, "chat", "backup:b", None) == {"pool": "backup", "member": "b"}
     assert target(api, "chat", None, "primary") == {"pool": "primary"}
-    with pytest.raises(admin_cli.CliError, match="--eject primary:b"):
+    with pytest.raises(CliError, match="--eject primary:b"):
         target(api, "chat", "b", None)
-    with pytest.raises(admin_cli.CliError, match="has a member 'z'"):
+    with pytest.raises(CliError, match="has a member 'z'"):
         target(api, "chat", "z", None)
 
 
@@ -358,9 +357,9 @@ def test_drill_lines_difference_the_counters() -> None:
         {("p", "a"): {"2xx": 10}, ("q", "b"): {"2xx": 9, "5xx": 1, "4xx": 2}},
         {"overloaded": 3, "no_upstream": 1},
     )
-    line = admin_cli._line(1.02, before, after)
+    line = drill_watch.progress_line(1.02, before, after)
     assert line == "+1s  p/a 0  q/b 11  | 11 requests, 3 errors (27.3%), 2 refused by the gateway"
-    summary = admin_cli._summary(before, after)
+    summary = drill_watch.summary(before, after)
     assert "  p/a  0\n  q/b  11\n" in summary
     assert summary.endswith(
         "errors: 3 of 11 requests (27.3%); refused by the gateway (all routes): 2"
@@ -475,21 +474,24 @@ def test_no_quota_cannot_go_with_quota_options(capsys: pytest.CaptureFixture[str
     assert "--no-quota cannot go with" in capsys.readouterr().err
 
 
+FORWARDED = ("authorization", "content-type")
+
+
 class Cli:
     """`sluicegate` against the in-process admin API: the CLI's HTTP calls go to the test app."""
 
     def __init__(self, harness: Harness, capsys: pytest.CaptureFixture[str]) -> None:
         self.capsys = capsys
 
-        def request(method: str, url: str, **kwargs: Any) -> httpx.Response:
-            kwargs.pop("timeout", None)
-            return harness.client.request(method, url, **kwargs)
+        def forward(request: httpx.Request) -> httpx.Response:
+            sent = {k: v for k, v in request.headers.items() if k in FORWARDED}
+            answer = harness.client.request(
+                request.method, request.url.raw_path.decode(), content=request.content, headers=sent
+            )
+            kept = {k: v for k, v in answer.headers.items() if k == "content-type"}
+            return httpx.Response(answer.status_code, headers=kept, content=answer.content)
 
-        def stream(method: str, url: str, **kwargs: Any) -> Any:
-            kwargs.pop("timeout", None)
-            return harness.client.stream(method, url, **kwargs)
-
-        self.patches = {"request": request, "stream": stream}
+        self.transport = httpx.MockTransport(forward)
 
     def __call__(self, *argv: str, token: str = ADMIN_TOKEN) -> tuple[int, str, str]:
         self.capsys.readouterr()
@@ -498,7 +500,7 @@ class Cli:
         return code, out, err
 
     def json(self, *argv: str, token: str = ADMIN_TOKEN) -> Any:
-        code, out, err = self(*argv, token=token)
+        code, out, err = self(*argv, "--json", token=token)
         assert code == 0, err
         return json.loads(out)
 
@@ -508,8 +510,7 @@ def cli(
     harness: Harness, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> Cli:
     runner = Cli(harness, capsys)
-    for name, fake in runner.patches.items():
-        monkeypatch.setattr(admin_cli.httpx, name, fake)
+    monkeypatch.setattr(AdminClient, "transport", runner.transport)
     return runner
 
 
