@@ -7,9 +7,10 @@ change of a default never changes a pool behind its operator's back. The one exc
 `admission.max_inflight`, whose default is derived from the members: stored null, sent null.
 
 Requests carry partial policies (every field optional) merged onto the stored one (onto the
-defaults at creation). Pydantic checks types, signs and sizes; the operating ranges (at most
-10 attempts, lanes waiting at most an hour, ...) are the core's, and its refusal comes back as
-`core_rejected` naming the request field.
+defaults at creation: `updates.py`). Pydantic checks types, signs and sizes; the operating ranges
+(at most 10 attempts, lanes waiting at most an hour, ...) are the core's, and its refusal comes
+back as `core_rejected` naming the request field. No HTTP plumbing here: the CLI reads these
+models for its options.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, Field, StringConstraints, ValidationError, field_validator
+from pydantic import BaseModel, Field, StringConstraints, field_validator
 
-from control.errors import FieldError, Validation, validation_fields
 from control.pools.defaults import ADMISSION, EJECTION, HEALTH_CHECK, RETRY
 from control.schemas import Concurrency, Strict
 from control.validation import not_null
@@ -204,33 +204,9 @@ class HealthCheckPatch(_Partial):
     unhealthy_after: PositiveCount | None = None
 
 
-# --- merging ------------------------------------------------------------------------------------
+# --- reading and comparing (merging a request onto a policy: `updates.py`) ----------------------
 
 M = TypeVar("M", bound=BaseModel)
-
-
-def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for name, value in patch.items():
-        if isinstance(value, dict) and isinstance(out.get(name), dict):
-            out[name] = _merge(out[name], value)
-        else:
-            out[name] = value
-    return out
-
-
-def merged(
-    model: type[M], stored: dict[str, Any] | None, patch: BaseModel | None, field: str
-) -> dict[str, Any]:
-    """`patch` (the fields sent) over `stored` (or the defaults): the whole policy to store."""
-    base = model().model_dump() if stored is None else stored
-    sent = {} if patch is None else patch.model_dump(exclude_unset=True)
-    try:
-        return model.model_validate(_merge(base, sent)).model_dump(mode="json")
-    except ValidationError as e:
-        fields = validation_fields(e.errors())
-        errors = [FieldError(f"{field}.{f.field}", f.message) for f in fields]
-        raise Validation(f"invalid {field}", errors) from None
 
 
 def read(model: type[M], stored: dict[str, Any]) -> M:
