@@ -5,12 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from sluicegate import _core
 from sluicegate.cli import build_parser, drill_watch, main
 from sluicegate.cli.client import AdminClient, CliError
 
@@ -667,3 +670,59 @@ def test_usage_is_listed_and_its_options_described(capsys: pytest.CaptureFixture
         assert exited.value.code == 0
         text = capsys.readouterr().out
         assert all(option in text for option in options), action
+
+
+# --- output for people ---------------------------------------------------------------------------
+
+
+def test_people_read_tables_and_fields_scripts_read_json(
+    harness: Harness, world: dict[str, Any], cli: Cli
+) -> None:
+    code, out, _ = cli("tenants", "list")
+    header, *rows = out.splitlines()
+    assert code == 0 and header.split()[:3] == ["ID", "NAME", "STATUS"]
+    assert "RPM BURST" in header and "MAX CONCURRENCY" in header
+    assert [row.split()[:4] for row in rows] == [
+        ["acme", "Acme", "active", "600"],
+        ["globex", "Globex", "active", "-"],
+    ]
+    code, out, _ = cli("tenants", "list", "--limit", "1")
+    assert out.splitlines()[-1].startswith("(more: --cursor ")
+
+    code, out, _ = cli("pools", "show", "main")
+    lines = out.splitlines()
+    assert lines[0].split() == ["id", "main"]
+    interactive = lines.index("  interactive")
+    assert lines[interactive - 1].split() == ["max_inflight", "-"]
+    assert lines[interactive + 1].split() == ["max_depth", "256"]
+    assert cli.json("pools", "show", "main")["admission"]["interactive"]["max_depth"] == 256
+
+
+def test_a_new_secret_is_printed_once_on_its_own_line(
+    harness: Harness, world: dict[str, Any], cli: Cli
+) -> None:
+    code, out, _ = cli("keys", "create", "--tenant", "acme", "--name", "laptop")
+    first, reminder, *rest = out.splitlines()
+    secret = first.removeprefix("key: ")
+    assert code == 0 and _core.is_well_formed_api_key(secret)
+    assert "shown this once" in reminder
+    key_id = next(line.split()[1] for line in rest if line.startswith("id "))
+    assert secret not in "\n".join(rest)
+    shown = cli("keys", "show", key_id)[1]
+    assert secret not in shown and _core.api_key_prefix(secret) in shown
+
+    code, out, _ = cli("keys", "rotate", key_id, "--overlap", "60")
+    first, *rest = out.splitlines()
+    assert _core.is_well_formed_api_key(first.removeprefix("new key: "))
+    assert rest[-1].startswith(f"previous key {key_id} ") and "works until" in rest[-1]
+    code, out, _ = cli("tenants", "token", "acme", "--name", "ops")
+    assert out.startswith("admin token: sgt_")
+
+
+def test_the_cli_does_not_load_the_admin_app() -> None:
+    """Every admin command starts the CLI: it must not pay for FastAPI and SQLAlchemy."""
+    script = "import json, sys, sluicegate.cli; print(json.dumps(list(sys.modules)))"
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True)
+    modules = set(json.loads(loaded.stdout))
+    assert "sluicegate.cli.pool_options" in modules
+    assert not {"fastapi", "sqlalchemy", "starlette"} & modules
