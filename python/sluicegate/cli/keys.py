@@ -31,16 +31,29 @@ COLUMNS: list[Column] = [
     ("PREFIX", "prefix"),
     ("STATUS", "status"),
     ("PRIORITY", "priority"),
-    ("MODELS", lambda k: "all" if k["models"] is None else k["models"]),
+    ("MODELS", lambda k: "(every route)" if k["models"] is None else k["models"]),
     ("EXPIRES", "expires_at"),
 ]
+
+
+def _readable(key: Mapping[str, Any]) -> dict[str, Any]:
+    """A key as a person reads it: no allowlist means every route, not none."""
+    return {**key, "models": "(every route)" if key["models"] is None else key["models"]}
+
+
+def render_key(key: Mapping[str, Any]) -> str:
+    return render_object(_readable(key))
+
+
+def render_created(key: Mapping[str, Any]) -> str:
+    return render_secret("key", _readable(key), "key")
 
 
 def render_rotated(answer: Mapping[str, Any]) -> str:
     previous = answer["previous"]
     ends = previous["expires_at"] or "now"
     return (
-        render_secret("new key", answer["key"], "key")
+        render_secret("new key", _readable(answer["key"]), "key")
         + f"\nprevious key {previous['id']} ({previous['prefix']}...): {previous['status']}, "
         f"works until {ends}\n"
     )
@@ -102,8 +115,7 @@ def register(sub: Any, conn: argparse.ArgumentParser) -> None:
         "keys", help="create, list, show, update, rotate, revoke keys; their quotas"
     )
     k = group.add_subparsers(dest="action", metavar="ACTION", required=True)
-    created = partial(render_secret, "key", field="key")
-    p = command(k, "create", create, conn, "create a key (printed once)", created)
+    p = command(k, "create", create, conn, "create a key (printed once)", render_created)
     p.add_argument("--tenant", required=True)
     _settings(p)
     quota_options(p, update=False)
@@ -116,8 +128,8 @@ def register(sub: Any, conn: argparse.ArgumentParser) -> None:
     p.add_argument("--expires-before")
     p.add_argument("--expires-after")
     page_options(p)
-    command(k, "show", show, conn, "show a key", render_object).add_argument("id")
-    p = command(k, "update", update, conn, "change a key's settings", render_object)
+    command(k, "show", show, conn, "show a key", render_key).add_argument("id")
+    p = command(k, "update", update, conn, "change a key's settings", render_key)
     p.add_argument("id")
     p.add_argument("--status", choices=["active", "disabled"], default=UNSET)
     _settings(p)
@@ -127,7 +139,7 @@ def register(sub: Any, conn: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--overlap", type=int, default=0, help="seconds the old key keeps working (default 0)"
     )
-    command(k, "revoke", revoke, conn, "revoke a key", render_object).add_argument("id")
+    command(k, "revoke", revoke, conn, "revoke a key", render_key).add_argument("id")
     p = command(k, "quota", quota, conn, "show a key's quota and its use this period", render_quota)
     p.add_argument("id")
     p = command(
