@@ -14,8 +14,9 @@ from typing import Any
 import httpx
 import pytest
 from sluicegate import _core
-from sluicegate.cli import build_parser, drill_watch, main
+from sluicegate.cli import drill_watch, main
 from sluicegate.cli.client import AdminClient, CliError
+from sluicegate.cli.parser import build_parser
 
 from tests.control.helpers import ADMIN_TOKEN, Harness
 from tests.control.usage_events import FakeCore, event
@@ -719,10 +720,18 @@ def test_a_new_secret_is_printed_once_on_its_own_line(
     assert out.startswith("admin token: sgt_")
 
 
-def test_the_cli_does_not_load_the_admin_app() -> None:
-    """Every admin command starts the CLI: it must not pay for FastAPI and SQLAlchemy."""
-    script = "import json, sys, sluicegate.cli; print(json.dumps(list(sys.modules)))"
+def _modules_loaded_by(module: str) -> set[str]:
+    script = f"import json, sys, {module}; print(json.dumps(list(sys.modules)))"
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True)
-    modules = set(json.loads(loaded.stdout))
-    assert "sluicegate.cli.pool_options" in modules
-    assert not {"fastapi", "sqlalchemy", "starlette"} & modules
+    return set(json.loads(loaded.stdout))
+
+
+def test_the_cli_does_not_load_the_admin_app() -> None:
+    """Every admin command starts the CLI: it must not pay for FastAPI and SQLAlchemy; `sim` and
+    `bench` (started by the hundred in tests) not even for pydantic."""
+    admin = _modules_loaded_by("sluicegate.cli.parser")
+    assert "sluicegate.cli.pool_options" in admin
+    assert not {"fastapi", "sqlalchemy", "starlette"} & admin
+    native = _modules_loaded_by("sluicegate.cli")
+    assert "sluicegate.cli.native" in native
+    assert not {"pydantic", "httpx", "control"} & native

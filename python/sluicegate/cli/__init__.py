@@ -1,64 +1,14 @@
 """The `sluicegate` command: `serve`, the Rust core's `sim` and `bench` (`native.py`), the admin
 commands (a module per resource, one HTTP client in `client.py`), `drill` (`drill_watch.py`),
-`status` and `doctor` (`status.py`, `tables.py`) and `completion`."""
+`status` and `doctor` (`status.py`, `tables.py`) and `completion`; the parser in `parser.py`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
-from sluicegate import __version__
-from sluicegate.cli import (
-    completion,
-    drill_watch,
-    drills,
-    keys,
-    pools,
-    providers,
-    routes,
-    status,
-    tenants,
-    usage,
-)
 from sluicegate.cli.native import NATIVE_COMMANDS
-from sluicegate.cli.options import connection_options
-
-ADMIN_GROUPS = (tenants, keys, providers, pools, routes, drills, usage)
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    from control.serve import run
-
-    return run(args.config)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="sluicegate",
-        description="A multi-tenant LLM API gateway: one key and one base URL in front of many "
-        "model servers, with bounded queues, retries, fallback and honest latency figures.",
-    )
-    parser.add_argument("--version", action="version", version=f"sluicegate {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (_, help_text) in NATIVE_COMMANDS.items():
-        sub.add_parser(name, help=help_text, add_help=False)
-    serve = sub.add_parser("serve", help="run the gateway: data plane and admin API in one process")
-    serve.add_argument(
-        "--config",
-        type=Path,
-        help="TOML or YAML settings (see control/sluicegate.example.toml); "
-        "SLUICEGATE_* environment variables override it",
-    )
-    serve.set_defaults(run=cmd_serve)
-    conn = connection_options()
-    for group in ADMIN_GROUPS:
-        group.register(sub, conn)
-    drill_watch.register(sub, connection_options(with_json=False))
-    status.register(sub, conn)
-    completion.register(sub, build_parser)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,6 +16,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args and args[0] in NATIVE_COMMANDS:
         handler, _ = NATIVE_COMMANDS[args[0]]
         return handler(args[1:])
+    # Imported here: `sim` and `bench`, started by the hundred in tests and benchmarks, need
+    # none of the admin commands (pydantic, the API's models).
+    from sluicegate.cli.parser import build_parser
+
     parser = build_parser()
     parsed = parser.parse_args(args)
     # Every command's parser names what runs it.
@@ -76,4 +30,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(parsed)
 
 
-__all__ = ["build_parser", "main"]
+__all__ = ["main"]
