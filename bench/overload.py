@@ -27,7 +27,7 @@ import httpx
 
 from bench import loadgen
 from bench.gateway import MODEL, Gateway, start_gateway
-from bench.procs import sluicegate, start, wait_for_line
+from bench.procs import RESULTS, cpus, sluicegate, start, wait_for_line
 
 SIM_SLOTS = 8
 SIM_TTFT_MS = 40
@@ -295,8 +295,6 @@ def run(workdir: Path, seconds: int, proxy_cpu: int | None, client_cpu: int | No
 
 
 def main() -> int:
-    from bench.run import RESULTS, cpus
-
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="short phases: a smoke run")
     args = parser.parse_args()

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -64,6 +65,13 @@ class Proc:
             except subprocess.TimeoutExpired:
                 self.popen.kill()
                 self.popen.wait(5)
+
+
+def cpus() -> tuple[int | None, int | None]:
+    """Proxy under test on CPU 1; simulator and load generator on CPU 0 (when there are two)."""
+    if len(os.sched_getaffinity(0)) >= 2:
+        return 1, 0
+    return None, None
 
 
 def pinned(cmd: list[str], cpu: int | None) -> list[str]:

@@ -18,16 +18,7 @@ from typing import Any
 from bench import calibration, compare, memory, overload, postgres, report
 from bench.gateway import free_port, start_bare_core, start_gateway
 from bench.nginx import start_nginx
-from bench.procs import ROOT, sluicegate, start, start_instant_sim, wait_for_line
-
-RESULTS = ROOT / "bench" / "results"
-
-
-def cpus() -> tuple[int | None, int | None]:
-    """Proxy under test on CPU 1; simulator and load generator on CPU 0 (when there are two)."""
-    if len(os.sched_getaffinity(0)) >= 2:
-        return 1, 0
-    return None, None
+from bench.procs import RESULTS, cpus, sluicegate, start, start_instant_sim, wait_for_line
 
 
 def main() -> int:

@@ -19,8 +19,7 @@ from bench import loadgen
 from bench.compare import WHOLE
 from bench.gateway import MODEL, free_port, start_bare_core, start_gateway
 from bench.nginx import start_nginx
-from bench.procs import start_instant_sim
-from bench.run import cpus
+from bench.procs import cpus, start_instant_sim
 
 
 def main() -> int:

@@ -9,8 +9,10 @@ limits, in force, never exceed its tenant's: bursts included.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from control.errors import FieldError
+if TYPE_CHECKING:
+    from control.errors import FieldError
 
 LIMITS = ("rpm", "tpm", "max_concurrency", "rpm_burst", "tpm_burst")
 # burst -> the per-minute limit it belongs to
@@ -28,7 +30,13 @@ def in_force(values: Limits) -> dict[str, int | None]:
     return out
 
 
+# The rules import `FieldError` when they run: the CLI reads `LIMITS` and should not load the
+# admin app's HTTP error handling (FastAPI, SQLAlchemy) for that.
+
+
 def orphan_bursts(values: Limits) -> list[FieldError]:
+    from control.errors import FieldError
+
     return [
         FieldError(burst, f"needs {rate}: a burst is the bucket size of the per-minute limit")
         for burst, rate in BURSTS.items()
@@ -38,6 +46,8 @@ def orphan_bursts(values: Limits) -> list[FieldError]:
 
 def above_tenant(key: Limits, tenant: Limits) -> list[FieldError]:
     """The key's limits (in force) that exceed its tenant's (in force)."""
+    from control.errors import FieldError
+
     mine, theirs = in_force(key), in_force(tenant)
     errors: list[FieldError] = []
     for name in LIMITS:

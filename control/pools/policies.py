@@ -1,5 +1,5 @@
 """A pool's data-plane policies: admission (in-flight cap and priority lanes), retries, outlier
-ejection and active health checks, with the core's defaults (proxy_core/src/config/model.rs).
+ejection and active health checks, with the core's defaults (`defaults.py`, read from the core).
 
 Each policy is stored whole, every value explicit: a value the operator left out is stored as
 the default in force when the pool was created, so reads show what the core runs and a later
@@ -7,9 +7,10 @@ change of a default never changes a pool behind its operator's back. The one exc
 `admission.max_inflight`, whose default is derived from the members: stored null, sent null.
 
 Requests carry partial policies (every field optional) merged onto the stored one (onto the
-defaults at creation). Pydantic checks types, signs and sizes; the operating ranges (at most
-10 attempts, lanes waiting at most an hour, ...) are the core's, and its refusal comes back as
-`core_rejected` naming the request field.
+defaults at creation: `updates.py`). Pydantic checks types, signs and sizes; the operating ranges
+(at most 10 attempts, lanes waiting at most an hour, ...) are the core's, and its refusal comes
+back as `core_rejected` naming the request field. No HTTP plumbing here: the CLI reads these
+models for its options.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, Field, StringConstraints, ValidationError, field_validator
+from pydantic import BaseModel, Field, StringConstraints, field_validator
 
-from control.errors import FieldError, Validation, validation_fields
+from control.pools.defaults import ADMISSION, EJECTION, HEALTH_CHECK, RETRY
 from control.schemas import Concurrency, Strict
 from control.validation import not_null
 
@@ -47,8 +48,6 @@ CheckPath = Annotated[
     Field(description="Relative to the member's base URL, e.g. `/models`"),
 ]
 
-DEFAULT_RETRY_ON = ["connect", "reset", "429", "500", "502", "503", "504"]
-
 
 def _distinct(values: list[str] | None) -> list[str] | None:
     if values is not None and len(set(values)) != len(values):
@@ -67,32 +66,51 @@ class Lane(Strict):
 
 class Admission(Strict):
     max_inflight: Concurrency | None = Field(
-        default=None,
+        default=ADMISSION["max_inflight"],
         description="Requests at the pool's upstreams at once. On input, null derives it from "
         "the members: the sum of their max_concurrency when all have one, else no limit (and "
         "no queue). Reads show the limit in force (null: none).",
     )
     interactive: Lane = Field(
-        default_factory=lambda: Lane(max_depth=256, max_wait_ms=10_000, weight=8)
+        default_factory=lambda: Lane.model_validate(ADMISSION["interactive"]),
+        description="The lane of interactive requests",
     )
-    batch: Lane = Field(default_factory=lambda: Lane(max_depth=1024, max_wait_ms=60_000, weight=1))
-    tenant_share: Share = 0.5
+    batch: Lane = Field(
+        default_factory=lambda: Lane.model_validate(ADMISSION["batch"]),
+        description="The lane of batch requests",
+    )
+    tenant_share: Share = ADMISSION["tenant_share"]
     keepalive_ms: Millis = Field(
-        default=1_000, description="SSE keep-alive comments to streams waiting in a lane"
+        default=ADMISSION["keepalive_ms"],
+        description="SSE keep-alive comments to streams waiting in a lane",
     )
 
 
 class Retry(Strict):
-    max_attempts: PositiveCount = Field(default=3, description="Attempts, the first included")
-    backoff_base_ms: MillisOrZero = Field(
-        default=25, description="Full jitter: sleep rand(0, min(cap, base * 2^retry))"
+    max_attempts: PositiveCount = Field(
+        default=RETRY["max_attempts"], description="Attempts, the first included"
     )
-    backoff_cap_ms: MillisOrZero = 250
-    budget_ratio: Ratio = Field(default=0.2, description="Retries per request over the window")
-    budget_min_per_second: Ratio = Field(default=10.0, description="Retries allowed regardless")
-    retry_on: list[RetryOn] = Field(default_factory=lambda: list(DEFAULT_RETRY_ON), max_length=64)
+    backoff_base_ms: MillisOrZero = Field(
+        default=RETRY["backoff_base_ms"],
+        description="Full jitter: sleep rand(0, min(cap, base * 2^retry))",
+    )
+    backoff_cap_ms: MillisOrZero = Field(
+        default=RETRY["backoff_cap_ms"], description="Longest backoff"
+    )
+    budget_ratio: Ratio = Field(
+        default=RETRY["budget_ratio"], description="Retries per request over the window"
+    )
+    budget_min_per_second: Ratio = Field(
+        default=RETRY["budget_min_per_second"], description="Retries allowed regardless"
+    )
+    retry_on: list[RetryOn] = Field(
+        default_factory=lambda: list(RETRY["retry_on"]),
+        max_length=64,
+        description="What may be retried: connect, reset, timeout, 429, 5xx codes",
+    )
     max_retry_after_ms: MillisOrZero = Field(
-        default=10_000, description="A longer upstream retry-after is not waited for"
+        default=RETRY["max_retry_after_ms"],
+        description="A longer upstream retry-after is not waited for",
     )
 
     _retry_on = field_validator("retry_on")(_distinct)
@@ -100,21 +118,30 @@ class Retry(Strict):
 
 class Ejection(Strict):
     consecutive_failures: Count = Field(
-        default=5, description="Upstream failures in a row that eject a member (0: never)"
+        default=EJECTION["consecutive_failures"],
+        description="Upstream failures in a row that eject a member (0: never)",
     )
-    base_ms: Millis = Field(default=30_000, description="First ejection; doubles up to max_ms")
-    max_ms: Millis = 300_000
+    base_ms: Millis = Field(
+        default=EJECTION["base_ms"], description="First ejection; doubles up to max_ms"
+    )
+    max_ms: Millis = Field(default=EJECTION["max_ms"], description="Longest ejection")
     max_ejected_percent: int = Field(
-        default=50, ge=0, le=100, description="Largest share of the members out at once"
+        default=EJECTION["max_ejected_percent"],
+        ge=0,
+        le=100,
+        description="Largest share of the members out at once",
     )
 
 
 class HealthCheck(Strict):
-    path: CheckPath = "/models"
-    interval_ms: Millis = 5_000
-    timeout_ms: Millis = 2_000
+    path: CheckPath = HEALTH_CHECK["path"]
+    interval_ms: Millis = Field(
+        default=HEALTH_CHECK["interval_ms"], description="Between two checks of a member"
+    )
+    timeout_ms: Millis = Field(default=HEALTH_CHECK["timeout_ms"], description="Of one check")
     unhealthy_after: PositiveCount = Field(
-        default=2, description="Failed checks in a row that take a member out"
+        default=HEALTH_CHECK["unhealthy_after"],
+        description="Failed checks in a row that take a member out",
     )
 
 
@@ -177,33 +204,9 @@ class HealthCheckPatch(_Partial):
     unhealthy_after: PositiveCount | None = None
 
 
-# --- merging ------------------------------------------------------------------------------------
+# --- reading and comparing (merging a request onto a policy: `updates.py`) ----------------------
 
 M = TypeVar("M", bound=BaseModel)
-
-
-def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for name, value in patch.items():
-        if isinstance(value, dict) and isinstance(out.get(name), dict):
-            out[name] = _merge(out[name], value)
-        else:
-            out[name] = value
-    return out
-
-
-def merged(
-    model: type[M], stored: dict[str, Any] | None, patch: BaseModel | None, field: str
-) -> dict[str, Any]:
-    """`patch` (the fields sent) over `stored` (or the defaults): the whole policy to store."""
-    base = model().model_dump() if stored is None else stored
-    sent = {} if patch is None else patch.model_dump(exclude_unset=True)
-    try:
-        return model.model_validate(_merge(base, sent)).model_dump(mode="json")
-    except ValidationError as e:
-        fields = validation_fields(e.errors())
-        errors = [FieldError(f"{field}.{f.field}", f.message) for f in fields]
-        raise Validation(f"invalid {field}", errors) from None
 
 
 def read(model: type[M], stored: dict[str, Any]) -> M:

@@ -9,6 +9,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, field_validator
 
+from control.pools.defaults import TIMEOUTS
 from control.pools.policies import (
     Admission,
     AdmissionPatch,
@@ -26,29 +27,14 @@ from control.validation import not_null
 Millis = Annotated[int, Field(ge=1, le=1_000_000_000_000)]
 Weight = Annotated[int, Field(ge=0, le=10_000, description="Relative share of requests")]
 
-# The core's defaults (proxy_core/src/config/model.rs).
-DEFAULT_TIMEOUTS = {
-    "connect_ms": 5_000,
-    "first_byte_ms": 120_000,
-    "idle_ms": 60_000,
-    "total_ms": 600_000,
-}
-
 
 class Timeouts(Strict):
-    connect_ms: Millis = Field(
-        default=DEFAULT_TIMEOUTS["connect_ms"], description="New connections"
-    )
+    connect_ms: Millis = Field(default=TIMEOUTS["connect_ms"], description="New connections")
     first_byte_ms: Millis = Field(
-        default=DEFAULT_TIMEOUTS["first_byte_ms"],
-        description="Until headers, and a stream's first token",
+        default=TIMEOUTS["first_byte_ms"], description="Until headers, and a stream's first token"
     )
-    idle_ms: Millis = Field(
-        default=DEFAULT_TIMEOUTS["idle_ms"], description="Silence between chunks"
-    )
-    total_ms: Millis = Field(
-        default=DEFAULT_TIMEOUTS["total_ms"], description="A non-streaming call"
-    )
+    idle_ms: Millis = Field(default=TIMEOUTS["idle_ms"], description="Silence between chunks")
+    total_ms: Millis = Field(default=TIMEOUTS["total_ms"], description="A non-streaming call")
 
 
 class TimeoutsUpdate(Strict):

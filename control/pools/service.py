@@ -23,7 +23,6 @@ from control.pools.policies import (
     HealthCheck,
     Retry,
     inflight_in_force,
-    merged,
     policy_diff,
     read,
 )
@@ -35,6 +34,7 @@ from control.pools.schemas import (
     PoolUpdate,
     TimeoutsOut,
 )
+from control.pools.updates import merged
 from control.schemas import Page
 from control.timeutil import utcnow
 

@@ -1,6 +1,29 @@
-"""Typed surface of the Rust extension (proxy_core/src/py.rs). Keep in step with it."""
+"""Typed surface of the Rust extension (proxy_core/src/py.rs), checked against the built
+extension by `python -m mypy.stubtest sluicegate._core` in `make lint`. PyO3 classes are built
+by `__new__` and cannot be subclassed (`@final`)."""
 
 import os
+from typing import Self, final
+
+__all__ = [
+    "ConfigError",
+    "Core",
+    "JournalError",
+    "Simulator",
+    "SluicegateError",
+    "StaleConfigError",
+    "StartError",
+    "StateError",
+    "UsageError",
+    "__version__",
+    "api_key_prefix",
+    "config_defaults",
+    "generate_api_key",
+    "hash_api_key",
+    "init_logging",
+    "is_well_formed_api_key",
+    "run_bench",
+]
 
 __version__: str
 
@@ -29,11 +52,12 @@ class StateError(SluicegateError):
 class UsageError(SluicegateError):
     """Command-line arguments were refused, or help was asked for: args are (message, exit_code)."""
 
+@final
 class Core:
     """The data plane: a relay on its own tokio runtime, configured by whole snapshots."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         workers: int = 0,
         max_body_bytes: int = 33554432,
@@ -48,7 +72,7 @@ class Core:
         journal_dir: str | os.PathLike[str] | None = None,
         journal_sync_ms: int = 10,
         access_log: str | None = None,
-    ) -> None: ...
+    ) -> Self: ...
     def start(self, listen_addr: str) -> str: ...
     def stop(self, grace_seconds: float = 30.0) -> None: ...
     def guard_listeners(self, addrs: list[str]) -> None: ...
@@ -69,10 +93,11 @@ class Core:
     @property
     def config_version(self) -> int | None: ...
 
+@final
 class Simulator:
     """The simulated upstream, started on construction."""
 
-    def __init__(self, args: list[str]) -> None: ...
+    def __new__(cls, args: list[str]) -> Self: ...
     @property
     def address(self) -> str: ...
     def stop(self, grace_seconds: float = 5.0) -> None: ...

@@ -5,14 +5,18 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from sluicegate import admin_cli
-from sluicegate.cli import build_parser, main
+from sluicegate import _core
+from sluicegate.cli import drill_watch, main
+from sluicegate.cli.client import AdminClient, CliError
+from sluicegate.cli.parser import build_parser
 
 from tests.control.helpers import ADMIN_TOKEN, Harness
 from tests.control.usage_events import FakeCore, event
@@ -259,8 +263,8 @@ def test_contradictory_health_check_options_are_refused(
 def test_errors_print_the_api_error_and_exit_1(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def fake(method: str, url: str, **kwargs: Any) -> httpx.Response:
-        assert kwargs["headers"] == {"Authorization": "Bearer sgt_token"}
+    def fake(request: httpx.Request) -> httpx.Response:
+        assert request.headers["authorization"] == "Bearer sgt_token"
         error = {
             "code": "validation_error",
             "message": "bad",
@@ -268,7 +272,7 @@ def test_errors_print_the_api_error_and_exit_1(
         }
         return httpx.Response(422, json={"error": error})
 
-    monkeypatch.setattr(admin_cli.httpx, "request", fake)
+    monkeypatch.setattr(AdminClient, "transport", httpx.MockTransport(fake))
     monkeypatch.setenv("SLUICEGATE_ADMIN_TOKEN", "sgt_token")
     assert main(["tenants", "update", "acme", "--rpm", "9"]) == 1
     err = capsys.readouterr().err
@@ -278,10 +282,9 @@ def test_errors_print_the_api_error_and_exit_1(
 def test_success_prints_json(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(
-        admin_cli.httpx, "request", lambda *a, **k: httpx.Response(200, json={"id": "acme"})
-    )
-    assert main(["tenants", "show", "acme", "--token", "sgt_x"]) == 0
+    answer = httpx.MockTransport(lambda request: httpx.Response(200, json={"id": "acme"}))
+    monkeypatch.setattr(AdminClient, "transport", answer)
+    assert main(["tenants", "show", "acme", "--token", "sgt_x", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"id": "acme"}
 
 
@@ -341,14 +344,14 @@ class FakeApi:
 
 def test_drill_finds_the_pool_of_an_ejected_member() -> None:
     api: Any = FakeApi(["primary", "backup"], {"primary": ["a", "b"], "backup": ["b", "c"]})
-    target = admin_cli._drill_target
+    target = drill_watch.drill_target
     assert target(api, "chat", "a", None) == {"pool": "primary", "member": "a"}
     assert target(api, "chat", "c", None) == {"pool": "backup", "member": "c"}
     assert target(api, "chat", "backup:b", None) == {"pool": "backup", "member": "b"}
     assert target(api, "chat", None, "primary") == {"pool": "primary"}
-    with pytest.raises(admin_cli.CliError, match="--eject primary:b"):
+    with pytest.raises(CliError, match="--eject primary:b"):
         target(api, "chat", "b", None)
-    with pytest.raises(admin_cli.CliError, match="has a member 'z'"):
+    with pytest.raises(CliError, match="has a member 'z'"):
         target(api, "chat", "z", None)
 
 
@@ -358,9 +361,9 @@ def test_drill_lines_difference_the_counters() -> None:
         {("p", "a"): {"2xx": 10}, ("q", "b"): {"2xx": 9, "5xx": 1, "4xx": 2}},
         {"overloaded": 3, "no_upstream": 1},
     )
-    line = admin_cli._line(1.02, before, after)
+    line = drill_watch.progress_line(1.02, before, after)
     assert line == "+1s  p/a 0  q/b 11  | 11 requests, 3 errors (27.3%), 2 refused by the gateway"
-    summary = admin_cli._summary(before, after)
+    summary = drill_watch.summary(before, after)
     assert "  p/a  0\n  q/b  11\n" in summary
     assert summary.endswith(
         "errors: 3 of 11 requests (27.3%); refused by the gateway (all routes): 2"
@@ -475,21 +478,24 @@ def test_no_quota_cannot_go_with_quota_options(capsys: pytest.CaptureFixture[str
     assert "--no-quota cannot go with" in capsys.readouterr().err
 
 
+FORWARDED = ("authorization", "content-type")
+
+
 class Cli:
     """`sluicegate` against the in-process admin API: the CLI's HTTP calls go to the test app."""
 
     def __init__(self, harness: Harness, capsys: pytest.CaptureFixture[str]) -> None:
         self.capsys = capsys
 
-        def request(method: str, url: str, **kwargs: Any) -> httpx.Response:
-            kwargs.pop("timeout", None)
-            return harness.client.request(method, url, **kwargs)
+        def forward(request: httpx.Request) -> httpx.Response:
+            sent = {k: v for k, v in request.headers.items() if k in FORWARDED}
+            answer = harness.client.request(
+                request.method, request.url.raw_path.decode(), content=request.content, headers=sent
+            )
+            kept = {k: v for k, v in answer.headers.items() if k == "content-type"}
+            return httpx.Response(answer.status_code, headers=kept, content=answer.content)
 
-        def stream(method: str, url: str, **kwargs: Any) -> Any:
-            kwargs.pop("timeout", None)
-            return harness.client.stream(method, url, **kwargs)
-
-        self.patches = {"request": request, "stream": stream}
+        self.transport = httpx.MockTransport(forward)
 
     def __call__(self, *argv: str, token: str = ADMIN_TOKEN) -> tuple[int, str, str]:
         self.capsys.readouterr()
@@ -498,7 +504,7 @@ class Cli:
         return code, out, err
 
     def json(self, *argv: str, token: str = ADMIN_TOKEN) -> Any:
-        code, out, err = self(*argv, token=token)
+        code, out, err = self(*argv, "--json", token=token)
         assert code == 0, err
         return json.loads(out)
 
@@ -508,8 +514,7 @@ def cli(
     harness: Harness, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> Cli:
     runner = Cli(harness, capsys)
-    for name, fake in runner.patches.items():
-        monkeypatch.setattr(admin_cli.httpx, name, fake)
+    monkeypatch.setattr(AdminClient, "transport", runner.transport)
     return runner
 
 
@@ -666,3 +671,67 @@ def test_usage_is_listed_and_its_options_described(capsys: pytest.CaptureFixture
         assert exited.value.code == 0
         text = capsys.readouterr().out
         assert all(option in text for option in options), action
+
+
+# --- output for people ---------------------------------------------------------------------------
+
+
+def test_people_read_tables_and_fields_scripts_read_json(
+    harness: Harness, world: dict[str, Any], cli: Cli
+) -> None:
+    code, out, _ = cli("tenants", "list")
+    header, *rows = out.splitlines()
+    assert code == 0 and header.split()[:3] == ["ID", "NAME", "STATUS"]
+    assert "RPM BURST" in header and "MAX CONCURRENCY" in header
+    assert [row.split()[:4] for row in rows] == [
+        ["acme", "Acme", "active", "600"],
+        ["globex", "Globex", "active", "-"],
+    ]
+    code, out, _ = cli("tenants", "list", "--limit", "1")
+    assert out.splitlines()[-1].startswith("(more: --cursor ")
+
+    code, out, _ = cli("pools", "show", "main")
+    lines = out.splitlines()
+    assert lines[0].split() == ["id", "main"]
+    interactive = lines.index("  interactive")
+    assert lines[interactive - 1].split() == ["max_inflight", "-"]
+    assert lines[interactive + 1].split() == ["max_depth", "256"]
+    assert cli.json("pools", "show", "main")["admission"]["interactive"]["max_depth"] == 256
+
+
+def test_a_new_secret_is_printed_once_on_its_own_line(
+    harness: Harness, world: dict[str, Any], cli: Cli
+) -> None:
+    code, out, _ = cli("keys", "create", "--tenant", "acme", "--name", "laptop")
+    first, reminder, *rest = out.splitlines()
+    secret = first.removeprefix("key: ")
+    assert code == 0 and _core.is_well_formed_api_key(secret)
+    assert "shown this once" in reminder
+    key_id = next(line.split()[1] for line in rest if line.startswith("id "))
+    assert secret not in "\n".join(rest)
+    shown = cli("keys", "show", key_id)[1]
+    assert secret not in shown and _core.api_key_prefix(secret) in shown
+
+    code, out, _ = cli("keys", "rotate", key_id, "--overlap", "60")
+    first, *rest = out.splitlines()
+    assert _core.is_well_formed_api_key(first.removeprefix("new key: "))
+    assert rest[-1].startswith(f"previous key {key_id} ") and "works until" in rest[-1]
+    code, out, _ = cli("tenants", "token", "acme", "--name", "ops")
+    assert out.startswith("admin token: sgt_")
+
+
+def _modules_loaded_by(module: str) -> set[str]:
+    script = f"import json, sys, {module}; print(json.dumps(list(sys.modules)))"
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True)
+    return set(json.loads(loaded.stdout))
+
+
+def test_the_cli_does_not_load_the_admin_app() -> None:
+    """Every admin command starts the CLI: it must not pay for FastAPI and SQLAlchemy; `sim` and
+    `bench` (started by the hundred in tests) not even for pydantic."""
+    admin = _modules_loaded_by("sluicegate.cli.parser")
+    assert "sluicegate.cli.pool_options" in admin
+    assert not {"fastapi", "sqlalchemy", "starlette"} & admin
+    native = _modules_loaded_by("sluicegate.cli")
+    assert "sluicegate.cli.native" in native
+    assert not {"pydantic", "httpx", "control"} & native

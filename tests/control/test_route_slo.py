@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sluicegate.cli import build_parser
+from sluicegate.cli.parser import build_parser
 
 from tests.control.helpers import Api, Harness, error_fields
 

@@ -56,9 +56,10 @@ drain_timeout_ms = 50
 
 
 def cli(admin: str, token: str, *args: str, ok: bool = True) -> Any:
+    """An admin command's answer as JSON (`--json`), or its error message with `ok=False`."""
     env = {**os.environ, "SLUICEGATE_ADMIN_TOKEN": token, "SIM_KEY": UPSTREAM_SECRET}
     done = subprocess.run(
-        [sys.executable, "-m", "sluicegate", *args, "--admin-url", f"http://{admin}"],
+        [sys.executable, "-m", "sluicegate", *args, "--json", "--admin-url", f"http://{admin}"],
         capture_output=True,
         text=True,
         env=env,

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sluicegate.status_cli import triple
+from sluicegate.cli.tables import triple
 
 from tests.e2e import helpers
 from tests.e2e.helpers import cli

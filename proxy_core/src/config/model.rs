@@ -217,43 +217,22 @@ fn default_weight() -> u32 {
     1
 }
 
+/// A field left out takes its value from `Timeouts::default()` (so for every policy below).
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Timeouts {
-    #[serde(default = "default_connect_ms")]
     pub connect_ms: u64,
     /// Until response headers arrive, and for streams until the first event after them.
-    #[serde(default = "default_first_byte_ms")]
     pub first_byte_ms: u64,
     /// Longest silence between two chunks of a response body.
-    #[serde(default = "default_idle_ms")]
     pub idle_ms: u64,
     /// Overall deadline of a non-streaming call.
-    #[serde(default = "default_total_ms")]
     pub total_ms: u64,
-}
-
-fn default_connect_ms() -> u64 {
-    5_000
-}
-fn default_first_byte_ms() -> u64 {
-    120_000
-}
-fn default_idle_ms() -> u64 {
-    60_000
-}
-fn default_total_ms() -> u64 {
-    600_000
 }
 
 impl Default for Timeouts {
     fn default() -> Self {
-        Self {
-            connect_ms: default_connect_ms(),
-            first_byte_ms: default_first_byte_ms(),
-            idle_ms: default_idle_ms(),
-            total_ms: default_total_ms(),
-        }
+        Self { connect_ms: 5_000, first_byte_ms: 120_000, idle_ms: 60_000, total_ms: 600_000 }
     }
 }
 
@@ -276,149 +255,70 @@ pub struct PoolConfig {
 
 /// When and how an attempt that failed before the client saw a byte is tried again.
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
     /// Attempts per request, the first included (1 = no retries).
-    #[serde(default = "RetryConfig::default_max_attempts")]
     pub max_attempts: u32,
     /// Full-jitter exponential backoff: sleep rand(0, min(cap, base * 2^retry)).
-    #[serde(default = "RetryConfig::default_backoff_base_ms")]
     pub backoff_base_ms: u64,
-    #[serde(default = "RetryConfig::default_backoff_cap_ms")]
     pub backoff_cap_ms: u64,
     /// Retries allowed per request over the budget window (Envoy and Linkerd use 0.2)...
-    #[serde(default = "RetryConfig::default_budget_ratio")]
     pub budget_ratio: f64,
     /// ...plus this many retries per second whatever the traffic.
-    #[serde(default = "RetryConfig::default_budget_min_per_second")]
     pub budget_min_per_second: f64,
     /// What may be retried: `connect`, `reset`, `timeout`, or an upstream status code.
-    #[serde(default = "RetryConfig::default_retry_on")]
     pub retry_on: Vec<String>,
     /// An upstream `retry-after` longer than this is not waited for on the same member.
-    #[serde(default = "RetryConfig::default_max_retry_after_ms")]
     pub max_retry_after_ms: u64,
-}
-
-impl RetryConfig {
-    fn default_max_attempts() -> u32 {
-        3
-    }
-    fn default_backoff_base_ms() -> u64 {
-        25
-    }
-    fn default_backoff_cap_ms() -> u64 {
-        250
-    }
-    fn default_budget_ratio() -> f64 {
-        0.2
-    }
-    fn default_budget_min_per_second() -> f64 {
-        10.0
-    }
-    fn default_retry_on() -> Vec<String> {
-        ["connect", "reset", "429", "500", "502", "503", "504"].map(String::from).to_vec()
-    }
-    fn default_max_retry_after_ms() -> u64 {
-        10_000
-    }
 }
 
 impl Default for RetryConfig {
     fn default() -> Self {
         Self {
-            max_attempts: Self::default_max_attempts(),
-            backoff_base_ms: Self::default_backoff_base_ms(),
-            backoff_cap_ms: Self::default_backoff_cap_ms(),
-            budget_ratio: Self::default_budget_ratio(),
-            budget_min_per_second: Self::default_budget_min_per_second(),
-            retry_on: Self::default_retry_on(),
-            max_retry_after_ms: Self::default_max_retry_after_ms(),
+            max_attempts: 3,
+            backoff_base_ms: 25,
+            backoff_cap_ms: 250,
+            budget_ratio: 0.2,
+            budget_min_per_second: 10.0,
+            retry_on: ["connect", "reset", "429", "500", "502", "503", "504"].map(String::from).to_vec(),
+            max_retry_after_ms: 10_000,
         }
     }
 }
 
 /// Outlier ejection: members that keep failing are taken out, for longer each time.
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct EjectionConfig {
     /// Consecutive upstream-origin failures that eject a member (0 = never eject).
-    #[serde(default = "EjectionConfig::default_consecutive_failures")]
     pub consecutive_failures: u32,
     /// First ejection; each further one doubles it (with +-10% jitter) up to `max_ms`.
-    #[serde(default = "EjectionConfig::default_base_ms")]
     pub base_ms: u64,
-    #[serde(default = "EjectionConfig::default_max_ms")]
     pub max_ms: u64,
     /// Largest share of a pool's members ejected at once.
-    #[serde(default = "EjectionConfig::default_max_ejected_percent")]
     pub max_ejected_percent: u32,
-}
-
-impl EjectionConfig {
-    fn default_consecutive_failures() -> u32 {
-        5
-    }
-    fn default_base_ms() -> u64 {
-        30_000
-    }
-    fn default_max_ms() -> u64 {
-        300_000
-    }
-    fn default_max_ejected_percent() -> u32 {
-        50
-    }
 }
 
 impl Default for EjectionConfig {
     fn default() -> Self {
-        Self {
-            consecutive_failures: Self::default_consecutive_failures(),
-            base_ms: Self::default_base_ms(),
-            max_ms: Self::default_max_ms(),
-            max_ejected_percent: Self::default_max_ejected_percent(),
-        }
+        Self { consecutive_failures: 5, base_ms: 30_000, max_ms: 300_000, max_ejected_percent: 50 }
     }
 }
 
 /// Periodic GET of `path` (relative to the member's base URL) with the member's credential.
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct HealthCheckConfig {
-    #[serde(default = "HealthCheckConfig::default_path")]
     pub path: String,
-    #[serde(default = "HealthCheckConfig::default_interval_ms")]
     pub interval_ms: u64,
-    #[serde(default = "HealthCheckConfig::default_timeout_ms")]
     pub timeout_ms: u64,
     /// Consecutive failed checks that take a member out.
-    #[serde(default = "HealthCheckConfig::default_unhealthy_after")]
     pub unhealthy_after: u32,
 }
 
 impl Default for HealthCheckConfig {
     fn default() -> Self {
-        Self {
-            path: Self::default_path(),
-            interval_ms: Self::default_interval_ms(),
-            timeout_ms: Self::default_timeout_ms(),
-            unhealthy_after: Self::default_unhealthy_after(),
-        }
-    }
-}
-
-impl HealthCheckConfig {
-    fn default_path() -> String {
-        "/models".into()
-    }
-    fn default_interval_ms() -> u64 {
-        5_000
-    }
-    fn default_timeout_ms() -> u64 {
-        2_000
-    }
-    fn default_unhealthy_after() -> u32 {
-        2
+        Self { path: "/models".into(), interval_ms: 5_000, timeout_ms: 2_000, unhealthy_after: 2 }
     }
 }
 
@@ -433,52 +333,31 @@ pub struct LaneConfig {
     pub weight: u32,
 }
 
-/// Per-pool admission: slots at the upstreams and the lanes that wait for them.
+/// Per-pool admission: slots at the upstreams and the lanes that wait for them. A lane sent is
+/// sent whole (a lane has no defaults of its own: the two lanes' differ).
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct AdmissionConfig {
     /// Requests at the pool's upstreams at once. Unset: the sum of the members'
     /// `max_concurrency` when every member has one, otherwise no limit (and no queue).
     pub max_inflight: Option<u32>,
-    #[serde(default = "LaneConfig::interactive")]
     pub interactive: LaneConfig,
-    #[serde(default = "LaneConfig::batch")]
     pub batch: LaneConfig,
     /// Largest fraction of a lane one tenant may hold.
-    #[serde(default = "default_tenant_share")]
     pub tenant_share: f64,
     /// A stream queued this long gets its headers and an SSE keep-alive comment, and another
     /// comment every `keepalive_ms` while it still waits.
-    #[serde(default = "default_keepalive_ms")]
     pub keepalive_ms: u64,
-}
-
-impl LaneConfig {
-    pub fn interactive() -> Self {
-        Self { max_depth: 256, max_wait_ms: 10_000, weight: 8 }
-    }
-
-    pub fn batch() -> Self {
-        Self { max_depth: 1024, max_wait_ms: 60_000, weight: 1 }
-    }
-}
-
-fn default_tenant_share() -> f64 {
-    0.5
-}
-
-fn default_keepalive_ms() -> u64 {
-    1_000
 }
 
 impl Default for AdmissionConfig {
     fn default() -> Self {
         Self {
             max_inflight: None,
-            interactive: LaneConfig::interactive(),
-            batch: LaneConfig::batch(),
-            tenant_share: default_tenant_share(),
-            keepalive_ms: default_keepalive_ms(),
+            interactive: LaneConfig { max_depth: 256, max_wait_ms: 10_000, weight: 8 },
+            batch: LaneConfig { max_depth: 1024, max_wait_ms: 60_000, weight: 1 },
+            tenant_share: 0.5,
+            keepalive_ms: 1_000,
         }
     }
 }
@@ -526,4 +405,61 @@ pub fn defaults_json() -> String {
         "health_check": HealthCheckConfig::default(),
     })
     .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the control plane reads: a change here changes every new pool's stored policy.
+    #[test]
+    fn the_defaults_are_these() {
+        let expected = serde_json::json!({
+            "timeouts": {"connect_ms": 5000, "first_byte_ms": 120000, "idle_ms": 60000, "total_ms": 600000},
+            "admission": {
+                "max_inflight": null,
+                "interactive": {"max_depth": 256, "max_wait_ms": 10000, "weight": 8},
+                "batch": {"max_depth": 1024, "max_wait_ms": 60000, "weight": 1},
+                "tenant_share": 0.5,
+                "keepalive_ms": 1000,
+            },
+            "retry": {
+                "max_attempts": 3,
+                "backoff_base_ms": 25,
+                "backoff_cap_ms": 250,
+                "budget_ratio": 0.2,
+                "budget_min_per_second": 10.0,
+                "retry_on": ["connect", "reset", "429", "500", "502", "503", "504"],
+                "max_retry_after_ms": 10000,
+            },
+            "ejection": {"consecutive_failures": 5, "base_ms": 30000, "max_ms": 300000, "max_ejected_percent": 50},
+            "health_check": {"path": "/models", "interval_ms": 5000, "timeout_ms": 2000, "unhealthy_after": 2},
+        });
+        let actual: serde_json::Value = serde_json::from_str(&defaults_json()).unwrap();
+        assert_eq!(actual, expected);
+    }
+
+    #[test]
+    fn a_field_left_out_takes_its_default_and_the_rest_are_kept() {
+        let t: Timeouts = serde_json::from_str(r#"{"idle_ms": 7}"#).unwrap();
+        assert_eq!((t.connect_ms, t.idle_ms, t.total_ms), (5_000, 7, 600_000));
+        let a: AdmissionConfig =
+            serde_json::from_str(r#"{"tenant_share": 0.25, "batch": {"max_depth": 1, "max_wait_ms": 2, "weight": 3}}"#)
+                .unwrap();
+        assert_eq!(a.interactive, AdmissionConfig::default().interactive);
+        assert_eq!((a.batch.max_depth, a.tenant_share, a.keepalive_ms), (1, 0.25, 1_000));
+        let r: RetryConfig = serde_json::from_str(r#"{"max_attempts": 1}"#).unwrap();
+        assert_eq!(r, RetryConfig { max_attempts: 1, ..RetryConfig::default() });
+        let e: EjectionConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(e, EjectionConfig::default());
+        let h: HealthCheckConfig = serde_json::from_str(r#"{"path": "/health"}"#).unwrap();
+        assert_eq!(h, HealthCheckConfig { path: "/health".into(), ..HealthCheckConfig::default() });
+    }
+
+    #[test]
+    fn a_lane_is_sent_whole_and_unknown_fields_are_refused() {
+        assert!(serde_json::from_str::<AdmissionConfig>(r#"{"batch": {"max_depth": 1}}"#).is_err());
+        assert!(serde_json::from_str::<RetryConfig>(r#"{"max_attempt": 1}"#).is_err());
+        assert!(serde_json::from_str::<Timeouts>(r#"{"idle": 1}"#).is_err());
+    }
 }

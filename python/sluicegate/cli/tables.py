@@ -1,19 +1,13 @@
-"""`sluicegate status` and `sluicegate doctor`: the admin API's windowed status and diagnosis as
-readable tables (percentiles, never means); `--json` prints the API's answer as it is."""
+"""`sluicegate status` and `sluicegate doctor` as a person reads them: the admin API's windowed
+status and diagnosis as tables (percentiles, never means)."""
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import sys
 import textwrap
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import httpx
-
-from sluicegate.admin_cli import Api, CliError, connection_options, duration, no_token
+from sluicegate.cli import output
 
 SHOWN_WINDOWS = ("1m", "5m", "1h")
 
@@ -34,15 +28,7 @@ def pct(value: float) -> str:
 
 def table(header: list[str], rows: Iterable[list[str]], indent: str = "  ") -> list[str]:
     """Left-aligned first column, the rest right-aligned, two spaces apart."""
-    body = [header, *rows]
-    widths = [max(len(row[i]) for row in body) for i in range(len(header))]
-    lines = []
-    for row in body:
-        cells = [
-            cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)
-        ]
-        lines.append(indent + "  ".join(cells).rstrip())
-    return lines
+    return output.table(header, list(rows), indent, numeric=True)
 
 
 WINDOW_HEADER = [
@@ -171,69 +157,3 @@ def render_diagnosis(diagnosis: Mapping[str, Any], verbose: bool = False) -> str
             if verbose or rule["rule"] == pool["verdict"]:
                 lines += render_checks(rule, "      ")
     return "\n".join(lines) + "\n"
-
-
-def add_status_commands(sub: Any) -> None:
-    conn = connection_options()
-    p = sub.add_parser(
-        "status",
-        parents=[conn],
-        help="per pool and route over 1 min, 5 min and 1 h: rates, P50/P95/P99, limits, members",
-    )
-    p.add_argument("--json", action="store_true", help="print the API's JSON answer")
-    p = sub.add_parser(
-        "doctor",
-        parents=[conn],
-        help="per pool: queueing, upstream compute, a bottleneck outside compute, a backlog, "
-        "or healthy, with the numbers behind it",
-    )
-    p.add_argument(
-        "--recent",
-        type=duration,
-        metavar="DURATION",
-        help="the recent window (default: the server's [doctor] recent_seconds), e.g. 60s",
-    )
-    p.add_argument(
-        "--baseline",
-        type=duration,
-        metavar="DURATION",
-        help="the window before it (default: [doctor] baseline_seconds), e.g. 5m",
-    )
-    p.add_argument("--verbose", action="store_true", help="the checks of every rule")
-    p.add_argument("--json", action="store_true", help="print the API's JSON answer")
-
-
-STATUS_COMMANDS = ("status", "doctor")
-
-
-def run_status(args: argparse.Namespace) -> int:
-    token = args.token or os.environ.get("SLUICEGATE_ADMIN_TOKEN")
-    if not token:
-        return no_token()
-    api = Api(args.admin_url, token)
-    try:
-        if args.command == "status":
-            answer = api.call("GET", "/v1/admin/status")
-            text = render_status(answer)
-        else:
-            query = {}
-            if args.recent is not None:
-                query["recent_seconds"] = args.recent
-            if args.baseline is not None:
-                query["baseline_seconds"] = args.baseline
-            answer = api.call("GET", "/v1/admin/diagnosis", params=query)
-            text = render_diagnosis(answer, args.verbose)
-    except CliError as e:
-        print(f"sluicegate {args.command}: {e}", file=sys.stderr)
-        return 1
-    except httpx.HTTPError as e:
-        where = args.admin_url
-        print(
-            f"sluicegate {args.command}: cannot reach the admin API at {where}: {e}",
-            file=sys.stderr,
-        )
-        return 1
-    finally:
-        api.close()
-    sys.stdout.write(json.dumps(answer, indent=2) + "\n" if args.json else text)
-    return 0

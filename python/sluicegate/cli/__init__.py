@@ -1,0 +1,33 @@
+"""The `sluicegate` command: `serve`, the Rust core's `sim` and `bench` (`native.py`), the admin
+commands (a module per resource, one HTTP client in `client.py`), `drill` (`drill_watch.py`),
+`status` and `doctor` (`status.py`, `tables.py`) and `completion`; the parser in `parser.py`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from sluicegate.cli.native import NATIVE_COMMANDS
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in NATIVE_COMMANDS:
+        handler, _ = NATIVE_COMMANDS[args[0]]
+        return handler(args[1:])
+    # Imported here: `sim` and `bench`, started by the hundred in tests and benchmarks, need
+    # none of the admin commands (pydantic, the API's models).
+    from sluicegate.cli.parser import build_parser
+
+    parser = build_parser()
+    parsed = parser.parse_args(args)
+    # Every command's parser names what runs it.
+    run: Callable[[argparse.Namespace], int] | None = getattr(parsed, "run", None)
+    if run is None:
+        parser.print_help()
+        return 2
+    return run(parsed)
+
+
+__all__ = ["main"]

@@ -1,0 +1,1 @@
+"""`make demo` (`python -m sluicegate.demo`): the whole product on one machine."""
