@@ -22,7 +22,9 @@ BaseURL = Annotated[
     Field(description="Including the API version segment, e.g. `http://10.0.0.5:8000/v1`"),
 ]
 INTERNAL_DOC = "Allow link-local addresses (internal pools only)"
-HeaderName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")]
+HeaderName = Annotated[
+    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+]
 # Sent as a header value: visible ASCII and spaces.
 HeaderValue = Annotated[str, StringConstraints(max_length=1024, pattern=r"^[\x20-\x7e]*$")]
 Headers = Annotated[
@@ -51,8 +53,8 @@ class ProviderCreate(Strict):
     base_url: BaseURL
     credential: Credential | None = Field(default=None, description="Write-only; encrypted at rest")
     internal: bool = Field(default=False, description=INTERNAL_DOC)
-    headers: Headers = {}
-    forward_headers: ForwardHeaders = []
+    headers: Headers = Field(default_factory=dict)
+    forward_headers: ForwardHeaders = Field(default_factory=list)
 
 
 class ProviderUpdate(Strict):

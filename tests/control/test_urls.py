@@ -62,7 +62,12 @@ def test_internal_allows_link_local_but_never_metadata_or_own_ports() -> None:
     assert check_base_url("http://169.254.1.1:80/v1", internal=True, own=OWN)
     with pytest.raises(UnsafeURL, match="own listener"):
         check_base_url("http://127.0.0.1:18081/v1", internal=True, own=OWN)
-    for metadata in ["169.254.169.254", "[64:ff9b::a9fe:a9fe]", "[2002:a9fe:a9fe::]", "[::a9fe:a9fe]"]:
+    for metadata in [
+        "169.254.169.254",
+        "[64:ff9b::a9fe:a9fe]",
+        "[2002:a9fe:a9fe::]",
+        "[::a9fe:a9fe]",
+    ]:
         with pytest.raises(UnsafeURL, match="metadata"):
             check_base_url(f"http://{metadata}/", internal=True, own=OWN)
 

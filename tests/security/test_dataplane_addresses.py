@@ -7,8 +7,8 @@ import socket
 
 import httpx
 import pytest
-
 from sluicegate import _core
+
 from tests.support.gateway import ConfigBuilder, member
 
 CHAT = "/v1/chat/completions"
@@ -59,8 +59,16 @@ def test_the_admin_listener_is_unreachable_too(gateway_factory) -> None:
 
 
 @pytest.mark.parametrize(
-    "host", ["169.254.169.254", "[::ffff:169.254.169.254]", "[64:ff9b::a9fe:a9fe]", "[2002:a9fe:a9fe::]",
-             "[::a9fe:a9fe]", "100.100.100.200", "[fd00:ec2::254]"],
+    "host",
+    [
+        "169.254.169.254",
+        "[::ffff:169.254.169.254]",
+        "[64:ff9b::a9fe:a9fe]",
+        "[2002:a9fe:a9fe::]",
+        "[::a9fe:a9fe]",
+        "100.100.100.200",
+        "[fd00:ec2::254]",
+    ],
 )
 def test_metadata_addresses_are_refused_even_for_internal_members(host: str) -> None:
     core = _core.Core(workers=1)

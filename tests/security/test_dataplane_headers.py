@@ -66,7 +66,10 @@ class _Upstream(http.server.BaseHTTPRequestHandler):
         status = {"401": 401, "403": 403, "400": 400}.get(self.headers.get("x-want", ""), 200)
         if status == 200:
             body = json.dumps(
-                {"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
+                {
+                    "choices": [{"message": {"content": "ok"}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+                }
             ).encode()
         else:
             body = json.dumps({"error": {"message": f"bad request; you sent {sent}"}}).encode()

@@ -51,7 +51,12 @@ def test_the_route_cap_and_the_reservation_reach_the_upstream(sim_factory, gatew
     echo = {**headers, "x-sim-echo": "1"}
     r = httpx.post(
         gw.url + CHAT,
-        json={"model": "m", "messages": MESSAGES, "max_tokens": 100_000, "max_completion_tokens": 7},
+        json={
+            "model": "m",
+            "messages": MESSAGES,
+            "max_tokens": 100_000,
+            "max_completion_tokens": 7,
+        },
         headers=echo,
         timeout=30,
     )
@@ -60,7 +65,9 @@ def test_the_route_cap_and_the_reservation_reach_the_upstream(sim_factory, gatew
     assert sent["max_tokens"] == 50 and sent["max_completion_tokens"] == 7
     assert r.json()["usage"]["completion_tokens"] <= 50
     # No cap from the client while a quota applies: the route's is added.
-    r = httpx.post(gw.url + CHAT, json={"model": "m", "messages": MESSAGES}, headers=echo, timeout=30)
+    r = httpx.post(
+        gw.url + CHAT, json={"model": "m", "messages": MESSAGES}, headers=echo, timeout=30
+    )
     assert json.loads(r.json()["sim_request_body"])["max_tokens"] == 50
     events = gw.drain(expect=2)
     assert all(e["completion_tokens"] <= 50 for e in events)
@@ -72,7 +79,10 @@ def test_tool_schemas_and_best_of_count_in_the_reservation(sim_factory, gateway_
     key = cfg.key("k", "t", limits={"tpm": 2_000})
     cfg.pool("p", [member("m", sim.address)]).route("m", ("p", "sim"))
     gw = gateway_factory(cfg)
-    schema = {"type": "object", "properties": {f"field_{i}": {"type": "string"} for i in range(300)}}
+    schema = {
+        "type": "object",
+        "properties": {f"field_{i}": {"type": "string"} for i in range(300)},
+    }
     tools = [{"type": "function", "function": {"name": "lookup", "parameters": schema}}]
     r = httpx.post(
         gw.url + CHAT,
@@ -90,7 +100,9 @@ def test_tool_schemas_and_best_of_count_in_the_reservation(sim_factory, gateway_
     assert r.status_code == 429, r.text
 
 
-def test_an_answer_too_large_to_buffer_is_billed_from_its_usage(sim_factory, gateway_factory) -> None:
+def test_an_answer_too_large_to_buffer_is_billed_from_its_usage(
+    sim_factory, gateway_factory
+) -> None:
     sim = sim_factory("--ttft-ms", "1", "--itl-ms", "0")
     gw, headers = _gateway(gateway_factory, sim.address)
     r = httpx.post(
@@ -124,7 +136,9 @@ def _status(sock: socket.socket, within: float) -> int | None:
     return int(line.split()[1]) if line.startswith(b"HTTP/1.1 ") else None
 
 
-def test_a_key_at_its_limits_cannot_make_the_gateway_buffer_bodies(sim_factory, gateway_factory) -> None:
+def test_a_key_at_its_limits_cannot_make_the_gateway_buffer_bodies(
+    sim_factory, gateway_factory
+) -> None:
     sim = sim_factory("--ttft-ms", "1")
     cfg = ConfigBuilder().tenant("t")
     key = cfg.key("k", "t", limits={"max_concurrency": 1, "rpm": 1})
@@ -159,12 +173,14 @@ def test_the_body_budget_bounds_what_all_requests_hold(sim_factory, gateway_fact
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             codes = list(
                 pool.map(
-                    lambda _: httpx.post(
-                        gw.url + CHAT,
-                        json={"model": "m", "messages": MESSAGES, "max_tokens": 2},
-                        headers=key.headers,
-                        timeout=10,
-                    ).status_code,
+                    lambda _: (
+                        httpx.post(
+                            gw.url + CHAT,
+                            json={"model": "m", "messages": MESSAGES, "max_tokens": 2},
+                            headers=key.headers,
+                            timeout=10,
+                        ).status_code
+                    ),
                     range(8),
                 )
             )

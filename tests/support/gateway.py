@@ -77,7 +77,13 @@ SIM_HEADERS = ["x-sim-fault", "x-sim-output-tokens", "x-sim-ttft-ms", "x-sim-itl
 
 def member(member_id: str, address: str, kind: str = "openai", **extra: Any) -> dict[str, Any]:
     base = f"http://{address}/v1"
-    return {"id": member_id, "kind": kind, "base_url": base, "forward_headers": SIM_HEADERS, **extra}
+    return {
+        "id": member_id,
+        "kind": kind,
+        "base_url": base,
+        "forward_headers": SIM_HEADERS,
+        **extra,
+    }
 
 
 class Gateway:

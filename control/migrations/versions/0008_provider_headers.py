@@ -23,7 +23,9 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("providers") as batch:
         batch.add_column(sa.Column("headers", sa.JSON(), nullable=False, server_default="{}"))
-        batch.add_column(sa.Column("forward_headers", sa.JSON(), nullable=False, server_default="[]"))
+        batch.add_column(
+            sa.Column("forward_headers", sa.JSON(), nullable=False, server_default="[]")
+        )
 
 
 def downgrade() -> None:
