@@ -8,7 +8,7 @@ DEPS := $(VENV)/.deps-installed
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint test-rust test-python build-dev build-release bench clean promtool
+.PHONY: demo test lint test-rust proptest test-python build-dev build-release bench clean promtool
 
 $(PYTHON):
 	$(PY) -m venv $(VENV)
@@ -43,6 +43,12 @@ lint: build-dev
 
 test-rust:
 	cargo test --quiet
+
+# The property tests (SSE tap, body peek and splice, answer meter, key parser, config compile,
+# journal replay) with many more cases than `make test` gives them.
+PROPTEST_CASES ?= 20000
+proptest:
+	PROPTEST_CASES=$(PROPTEST_CASES) cargo test --release --lib --quiet
 
 # promtool (Debian's prometheus package) checks the /metrics exposition in the e2e suite.
 promtool:

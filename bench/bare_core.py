@@ -19,7 +19,7 @@ from typing import Any
 
 from sluicegate import _core
 
-from bench.gateway import MODEL
+from bench.gateway import MODEL, SIM_HEADERS
 from control.settings import UsageSettings
 
 PEPPER = "bench-pepper-0123456789abcdef"
@@ -41,7 +41,14 @@ def payload(sim: str, key: str) -> str:
             "pools": [
                 {
                     "id": "pool",
-                    "members": [{"id": "sim", "kind": "openai", "base_url": f"http://{sim}/v1"}],
+                    "members": [
+                        {
+                            "id": "sim",
+                            "kind": "openai",
+                            "base_url": f"http://{sim}/v1",
+                            "forward_headers": SIM_HEADERS,
+                        }
+                    ],
                 }
             ],
             "routes": [{"alias": MODEL, "chain": [{"pool": "pool", "model": "sim-model"}]}],
@@ -79,7 +86,9 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     journal = sys.argv[2] if len(sys.argv) > 2 else None
-    core = _core.Core(workers=1, max_connections=20_000, journal_dir=journal)
+    core = _core.Core(
+        workers=1, max_connections=20_000, max_connections_per_client=0, journal_dir=journal
+    )
     key = _core.generate_api_key()
     core.apply_config(1, payload(sys.argv[1], key))
     dropper = threading.Thread(target=drop_events, args=(core, journal is not None, stop))

@@ -17,6 +17,9 @@ from bench.procs import Proc, sluicegate, start, wait_for_line
 
 ADMIN_TOKEN = "bench-admin-token-0123456789"
 MODEL = "bench-model"
+# The simulator's per-request controls (`x-sim-ttft-ms`, ...): client headers the gateway passes
+# only to providers that name them.
+SIM_HEADERS = ["x-sim-ttft-ms", "x-sim-itl-ms", "x-sim-output-tokens", "x-sim-fault"]
 
 
 def free_port() -> int:
@@ -63,7 +66,15 @@ def config(
     data, admin = free_port(), free_port()
     tables: list[tuple[str, dict[str, Any]]] = [
         ("tenants", {"id": "bench", "name": "Bench"}),
-        ("providers", {"id": "sim", "kind": "openai", "base_url": f"http://{sim}/v1"}),
+        (
+            "providers",
+            {
+                "id": "sim",
+                "kind": "openai",
+                "base_url": f"http://{sim}/v1",
+                "forward_headers": SIM_HEADERS,
+            },
+        ),
         ("pools", {"id": "pool", **pool}),
         ("routes", {"alias": MODEL, "chain": [{"pool": "pool", "model": "sim-model"}]}),
     ]
@@ -80,6 +91,8 @@ def config(
         "[core]",
         f"workers = {workers}",
         "max_connections = 20000",
+        # The load generator's thousands of connections all come from one address.
+        "max_connections_per_client = 0",
     ]
     for table, fields in tables:
         lines.append(f"[[bootstrap.{table}]]")

@@ -120,6 +120,10 @@ class CoreBridge:
     def last_rejection(self) -> Rejection | None:
         return self._rejection
 
+    def set_ready(self, ready: bool) -> None:
+        """What the data port's `/readyz` tells load balancers; requests are served either way."""
+        self._core.set_ready(ready)
+
     def guard_listeners(self, addresses: list[str]) -> None:
         """Listeners of this process that no upstream connection may reach."""
         self._core.guard_listeners(addresses)

@@ -142,8 +142,13 @@ def _serve(settings: Settings, stop: Stop) -> int:
                 log.error("the admin API stopped unexpectedly; shutting down")
                 break
         grace = settings.server.shutdown_grace_seconds
-        log.info("shutting down: draining in-flight requests (grace %.0fs)", grace)
         ctx.shutting_down.set()
+        bridge.set_ready(False)
+        unready = settings.server.unready_seconds
+        if unready > 0:
+            log.info("shutting down: unready, still serving for %.1fs", unready)
+            time.sleep(unready)
+        log.info("shutting down: draining in-flight requests (grace %.0fs)", grace)
         bridge.stop(grace)
         # The admin app's lifespan stops the usage drainer and flushes what is left.
         server.should_exit = True

@@ -48,6 +48,8 @@ class ServerSettings(Section):
     data_listen: str = "0.0.0.0:8080"
     admin_listen: str = "127.0.0.1:8081"
     shutdown_grace_seconds: float = Field(default=30.0, ge=0, le=3600)
+    # On SIGTERM, /readyz turns unready and requests are still served this long before the drain.
+    unready_seconds: float = Field(default=0.0, ge=0, le=600)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_json: bool = False
     # One JSON line per request from the data plane: a file path, "-" for stderr, "" for none.
@@ -168,6 +170,7 @@ ENV: dict[str, tuple[str, str]] = {
     "SLUICEGATE_DATA_LISTEN": ("server", "data_listen"),
     "SLUICEGATE_ADMIN_LISTEN": ("server", "admin_listen"),
     "SLUICEGATE_SHUTDOWN_GRACE_SECONDS": ("server", "shutdown_grace_seconds"),
+    "SLUICEGATE_UNREADY_SECONDS": ("server", "unready_seconds"),
     "SLUICEGATE_LOG_LEVEL": ("server", "log_level"),
     "SLUICEGATE_LOG_JSON": ("server", "log_json"),
     "SLUICEGATE_ACCESS_LOG": ("server", "access_log"),

@@ -149,6 +149,11 @@ impl Core {
         self.shared.registry.guard.add_listeners(addrs);
     }
 
+    /// Whether `/readyz` on the data port says ready (requests are served either way).
+    pub fn set_ready(&self, ready: bool) {
+        self.shared.set_ready(ready);
+    }
+
     pub fn is_running(&self) -> bool {
         self.local_addr().is_some()
     }

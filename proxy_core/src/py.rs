@@ -139,6 +139,12 @@ impl PyCore {
         py.detach(move || core.start(&listen)).map(|addr| addr.to_string()).map_err(core_error)
     }
 
+    /// Tell load balancers (through `GET /readyz` on the data port) to stop or resume sending new
+    /// traffic; requests are served either way.
+    fn set_ready(&self, ready: bool) {
+        self.inner.set_ready(ready);
+    }
+
     /// Other listeners of this process ("host:port", e.g. the admin API's): no upstream
     /// connection may reach them (nor the data port, which the core adds itself).
     fn guard_listeners(&self, addrs: Vec<String>) -> PyResult<()> {

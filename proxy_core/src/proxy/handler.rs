@@ -41,7 +41,31 @@ fn new_request_id() -> String {
     format!("req_{:012x}{:016x}", (unix_now() * 1000.0) as u64 & 0xffff_ffff_ffff, fastrand::u64(..))
 }
 
+/// The load balancer's contract, on the data port and without a key: `/healthz` answers while
+/// the process serves at all; `/readyz` while it should get new traffic (a snapshot applied,
+/// not stopping, not draining).
+fn probe(shared: &Shared, path: &str) -> Option<Response<ProxyBody>> {
+    let (status, body) = match path {
+        "/healthz" => (StatusCode::OK, serde_json::json!({"status": "alive"})),
+        "/readyz" => match shared.unready_reason() {
+            None => (StatusCode::OK, serde_json::json!({"status": "ready"})),
+            Some(reason) => {
+                (StatusCode::SERVICE_UNAVAILABLE, serde_json::json!({"status": "not_ready", "reason": reason}))
+            }
+        },
+        _ => return None,
+    };
+    let mut response = respond::json(status, serde_json::to_vec(&body).unwrap_or_default());
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Some(response)
+}
+
 pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<ProxyBody>, Infallible> {
+    if req.method() == Method::GET {
+        if let Some(response) = probe(&shared, req.uri().path()) {
+            return Ok(response);
+        }
+    }
     let arrived = Instant::now();
     let request_id: Arc<str> = Arc::from(new_request_id());
     let endpoint = Endpoint::from_path(req.uri().path());

@@ -54,6 +54,9 @@ pub struct Shared {
     pub body_budget: Arc<BodyBudget>,
     pub settings: ServerSettings,
     draining: AtomicBool,
+    /// Cleared by the control plane when a load balancer should stop sending new traffic (the
+    /// start of a graceful stop) while requests are still served.
+    ready: AtomicBool,
 }
 
 impl Shared {
@@ -68,6 +71,7 @@ impl Shared {
             body_budget: BodyBudget::new(settings.max_body_bytes_in_flight),
             settings,
             draining: AtomicBool::new(false),
+            ready: AtomicBool::new(true),
         }
     }
 
@@ -77,5 +81,22 @@ impl Shared {
 
     pub fn set_draining(&self, draining: bool) {
         self.draining.store(draining, Ordering::Relaxed);
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    /// Why a load balancer should not send this replica new traffic, if it should not.
+    pub fn unready_reason(&self) -> Option<&'static str> {
+        if self.is_draining() {
+            Some("draining")
+        } else if !self.ready.load(Ordering::Relaxed) {
+            Some("stopping")
+        } else if self.config.load().is_none() {
+            Some("no configuration yet")
+        } else {
+            None
+        }
     }
 }

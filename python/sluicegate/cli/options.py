@@ -54,6 +54,14 @@ def model_list(text: str) -> list[str] | None:
     return None if text.lower() == "all" else word_list(text)
 
 
+def header_pair(text: str) -> tuple[str, str]:
+    """`NAME=VALUE` (the value may be empty)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name.strip(), value
+
+
 def duration(text: str) -> int:
     """Whole seconds: `90`, `60s`, `5m`, `1h`."""
     units = {"s": 1, "m": 60, "h": 3600}

@@ -10,7 +10,15 @@ from functools import partial
 from typing import Any
 
 from sluicegate.cli.client import CliError
-from sluicegate.cli.options import UNSET, Request, command, given, page_options, query
+from sluicegate.cli.options import (
+    UNSET,
+    Request,
+    command,
+    given,
+    header_pair,
+    page_options,
+    query,
+)
 from sluicegate.cli.output import Column, render_object, render_page
 
 KINDS = ["openai", "anthropic"]
@@ -39,13 +47,37 @@ def _credential(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _headers(body: dict[str, Any], a: argparse.Namespace) -> None:
+    if a.no_headers:
+        body["headers"] = {}
+    elif a.header is not None:
+        body["headers"] = dict(a.header)
+    if a.no_forward_headers:
+        body["forward_headers"] = []
+    elif a.forward_header is not None:
+        body["forward_headers"] = a.forward_header
+
+
 def create(a: argparse.Namespace) -> Request:
     body: dict[str, Any] = {"kind": a.kind, "base_url": a.base_url, "internal": a.internal}
     given(body, a, "id", "name")
     credential = _credential(a)
     if credential is not None:
         body["credential"] = credential
+    _headers(body, a)
     return Request("POST", "/v1/admin/providers", body, {})
+
+
+def update(a: argparse.Namespace) -> Request:
+    body: dict[str, Any] = {}
+    given(body, a, "name", "base_url")
+    if a.internal is not None:
+        body["internal"] = a.internal
+    credential = _credential(a)
+    if credential is not None:
+        body["credential"] = credential
+    _headers(body, a)
+    return Request("PATCH", f"/v1/admin/providers/{a.id}", body, {})
 
 
 def list_(a: argparse.Namespace) -> Request:
@@ -56,6 +88,36 @@ def show(a: argparse.Namespace) -> Request:
     return Request("GET", f"/v1/admin/providers/{a.id}", None, {})
 
 
+def _credential_options(p: argparse.ArgumentParser) -> None:
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--credential-env", metavar="VAR", help="read the credential from $VAR")
+    source.add_argument(
+        "--credential-stdin", action="store_true", help="read the credential from stdin"
+    )
+
+
+def _header_options(p: argparse.ArgumentParser) -> None:
+    sent = p.add_mutually_exclusive_group()
+    sent.add_argument(
+        "--header",
+        type=header_pair,
+        action="append",
+        metavar="NAME=VALUE",
+        help="a header sent to this upstream with every request (repeat; replaces the set)",
+    )
+    sent.add_argument("--no-headers", action="store_true", help="send no headers of our own")
+    passed = p.add_mutually_exclusive_group()
+    passed.add_argument(
+        "--forward-header",
+        action="append",
+        metavar="NAME",
+        help="a client header this upstream may receive beyond the allow-list (repeat)",
+    )
+    passed.add_argument(
+        "--no-forward-headers", action="store_true", help="the allow-list alone applies"
+    )
+
+
 def register(sub: Any, conn: argparse.ArgumentParser) -> None:
     group = sub.add_parser("providers", help="register and list upstream providers")
     pr = group.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -64,12 +126,18 @@ def register(sub: Any, conn: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default=UNSET)
     p.add_argument("--kind", choices=KINDS, required=True)
     p.add_argument("--base-url", required=True, help="with the version segment, e.g. .../v1")
-    p.add_argument("--internal", action="store_true", help="allow internal addresses")
-    source = p.add_mutually_exclusive_group()
-    source.add_argument("--credential-env", metavar="VAR", help="read the credential from $VAR")
-    source.add_argument(
-        "--credential-stdin", action="store_true", help="read the credential from stdin"
+    p.add_argument("--internal", action="store_true", help="allow link-local addresses")
+    _credential_options(p)
+    _header_options(p)
+    p = command(pr, "update", update, conn, "change a provider", render_object)
+    p.add_argument("id")
+    p.add_argument("--name", default=UNSET)
+    p.add_argument("--base-url", default=UNSET)
+    p.add_argument(
+        "--internal", action=argparse.BooleanOptionalAction, help="allow link-local addresses"
     )
+    _credential_options(p)
+    _header_options(p)
     p = command(pr, "list", list_, conn, "list providers", partial(render_page, columns=COLUMNS))
     p.add_argument("--kind", choices=KINDS)
     page_options(p)

@@ -13,6 +13,8 @@ from sluicegate.cli.options import (
     command,
     given,
     limit_options,
+    model_list,
+    optional_int,
     page_options,
     query,
 )
@@ -30,7 +32,7 @@ COLUMNS: list[Column] = [
 
 def create(a: argparse.Namespace) -> Request:
     body: dict[str, Any] = {"name": a.name}
-    given(body, a, "id", *LIMITS)
+    given(body, a, "id", "models", "max_keys", *LIMITS)
     quota_body(body, a)
     return Request("POST", "/v1/admin/tenants", body, {})
 
@@ -45,7 +47,7 @@ def show(a: argparse.Namespace) -> Request:
 
 def update(a: argparse.Namespace) -> Request:
     body: dict[str, Any] = {}
-    given(body, a, "name", *LIMITS)
+    given(body, a, "name", "models", "max_keys", *LIMITS)
     quota_body(body, a)
     return Request("PATCH", f"/v1/admin/tenants/{a.id}", body, {})
 
@@ -59,7 +61,17 @@ def enable(a: argparse.Namespace) -> Request:
 
 
 def token(a: argparse.Namespace) -> Request:
-    return Request("POST", f"/v1/admin/tenants/{a.id}/tokens", {"name": a.name}, {})
+    body: dict[str, Any] = {"name": a.name}
+    given(body, a, "expires_at")
+    return Request("POST", f"/v1/admin/tenants/{a.id}/tokens", body, {})
+
+
+def _bounds(p: argparse.ArgumentParser) -> None:
+    """What every key of the tenant stays within: the models it may use, how many keys."""
+    p.add_argument(
+        "--models", type=model_list, default=UNSET, help="comma-separated aliases, or 'all'"
+    )
+    p.add_argument("--max-keys", type=optional_int, default=UNSET, metavar="N", help="keys at most")
 
 
 def quota(a: argparse.Namespace) -> Request:
@@ -78,6 +90,7 @@ def register(sub: Any, conn: argparse.ArgumentParser) -> None:
     p = command(t, "create", create, conn, "create a tenant", render_object)
     p.add_argument("--id", default=UNSET, help="chosen id (generated if absent)")
     p.add_argument("--name", required=True)
+    _bounds(p)
     limit_options(p)
     quota_options(p, update=False)
     p = command(t, "list", list_, conn, "list tenants", partial(render_page, columns=COLUMNS))
@@ -87,6 +100,7 @@ def register(sub: Any, conn: argparse.ArgumentParser) -> None:
     p = command(t, "update", update, conn, "change a tenant's name, limits or quota", render_object)
     p.add_argument("id")
     p.add_argument("--name", default=UNSET)
+    _bounds(p)
     limit_options(p)
     quota_options(p, update=True)
     p = command(t, "disable", disable, conn, "disable a tenant and its keys", render_object)
@@ -98,6 +112,7 @@ def register(sub: Any, conn: argparse.ArgumentParser) -> None:
     )
     p.add_argument("id")
     p.add_argument("--name", required=True)
+    p.add_argument("--expires-at", default=UNSET, help="ISO 8601 time after which it is refused")
     p = command(
         t, "quota", quota, conn, "show a tenant's quota and its use this period", render_quota
     )
