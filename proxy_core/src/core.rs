@@ -113,8 +113,8 @@ impl Core {
             let settings = shared.settings.conn.clone();
             let counters = shared.metrics.global.connections.clone();
             // Health checks live and die with the runtime.
-            tokio::spawn(crate::routing::health_check::run(shared.clone()));
-            tokio::spawn(crate::stats::sample_load(shared.clone()));
+            tokio::spawn(crate::routing::health_check::run(shared.config.clone()));
+            tokio::spawn(crate::stats::sample_load(shared.config.clone()));
             let handler = move |req| proxy::handle(shared.clone(), req);
             server::serve(listener, settings, counters, handler, stop).await
         })?;

@@ -11,6 +11,10 @@ mod snapshot;
 pub use compile::{apply_key_delta, compile, ConfigError};
 pub use model::*;
 pub use registry::{Lease, Registry};
+/// The snapshot in force, shared by the request path and the tasks that walk it (health checks,
+/// the load sampler): they receive this, not the request path's state.
+pub type SnapshotCell = std::sync::Arc<arc_swap::ArcSwapOption<Snapshot>>;
+
 pub use snapshot::{KeyEntry, Member, Pool, PoolTimeouts, Price, Route, RouteLeg, Snapshot, TenantEntry};
 
 /// Apply a key change (JSON `KeyDelta`) on top of `old`.

@@ -9,7 +9,7 @@ use arc_swap::ArcSwapOption;
 
 use super::body::BodyBudget;
 use crate::access_log::AccessLog;
-use crate::config::{Registry, Snapshot};
+use crate::config::{Registry, SnapshotCell};
 use crate::metrics::Metrics;
 use crate::server::ConnSettings;
 use crate::upstream::AddressGuard;
@@ -45,7 +45,7 @@ impl Default for ServerSettings {
 }
 
 pub struct Shared {
-    pub config: ArcSwapOption<Snapshot>,
+    pub config: SnapshotCell,
     pub registry: Registry,
     pub metrics: Arc<Metrics>,
     pub usage: UsageSink,
@@ -63,7 +63,7 @@ impl Shared {
     pub fn new(settings: ServerSettings, usage: UsageSink, access_log: Option<AccessLog>) -> Self {
         let metrics = Arc::new(Metrics::default());
         Self {
-            config: ArcSwapOption::empty(),
+            config: Arc::new(ArcSwapOption::empty()),
             registry: Registry::new(metrics.clone(), AddressGuard::new()),
             metrics,
             usage,

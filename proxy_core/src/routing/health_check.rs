@@ -10,8 +10,7 @@ use bytes::Bytes;
 use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
 
-use crate::config::{HealthCheckConfig, Member};
-use crate::proxy::Shared;
+use crate::config::{HealthCheckConfig, Member, SnapshotCell};
 
 const TICK: Duration = Duration::from_millis(100);
 
@@ -41,12 +40,12 @@ async fn check(member: Arc<Member>, config: HealthCheckConfig) {
 }
 
 /// Runs until the core's runtime shuts down.
-pub async fn run(shared: Arc<Shared>) {
+pub async fn run(config: SnapshotCell) {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tick.tick().await;
-        let Some(snapshot) = shared.config.load_full() else {
+        let Some(snapshot) = config.load_full() else {
             continue;
         };
         for pool in snapshot.pools.values() {

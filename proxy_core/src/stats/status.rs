@@ -3,14 +3,12 @@
 //! path.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 
 use super::window::{WindowStats, Windows};
-use crate::config::{Priority, Snapshot};
-use crate::proxy::Shared;
+use crate::config::{Priority, Snapshot, SnapshotCell};
 
 /// A window to report: its name, its length, and how far back from now it ends (all seconds,
 /// rounded to the 10-second slots).
@@ -127,12 +125,12 @@ pub fn status_json(snapshot: &Snapshot, now: u64, specs: &[WindowSpec]) -> Strin
 
 /// Samples each pool's queue depth and in-flight count into its windows once a second, so a
 /// window knows how close to its limits the pool ran. Runs until the core's runtime stops.
-pub async fn sample_load(shared: Arc<Shared>) {
+pub async fn sample_load(config: SnapshotCell) {
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tick.tick().await;
-        let Some(snapshot) = shared.config.load_full() else {
+        let Some(snapshot) = config.load_full() else {
             continue;
         };
         let now = crate::clock::unix_now() as u64;
