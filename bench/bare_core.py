@@ -20,7 +20,7 @@ from typing import Any
 from sluicegate import _core
 
 from bench.gateway import MODEL, SIM_HEADERS
-from control.settings import UsageSettings
+from control.process.settings import UsageSettings
 
 PEPPER = "bench-pepper-0123456789abcdef"
 

@@ -1,5 +1,5 @@
 """What every request handler and service needs: settings, database, core bridge, secrets and
-the mutator. Built once at start (`control.startup.prepare`), kept on `app.state.ctx`."""
+the mutator. Built once at start (`control.process.startup.prepare`), kept on `app.state.ctx`."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from fastapi import Request
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from control.access.ratelimit import AdminRateLimits
-from control.core_bridge import CoreBridge
+from control.api.access.ratelimit import AdminRateLimits
+from control.bridge.core_bridge import CoreBridge
+from control.bridge.mutation import Mutator
 from control.crypto import CredentialCipher
-from control.listen import HostPort
-from control.mutation import Mutator
-from control.settings import Settings
+from control.process.listen import HostPort
+from control.process.settings import Settings
 
 
 @dataclass

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from control.errors import FieldError
+    from control.api.errors import FieldError
 
 LIMITS = ("rpm", "tpm", "max_concurrency", "rpm_burst", "tpm_burst")
 # burst -> the per-minute limit it belongs to
@@ -35,7 +35,7 @@ def in_force(values: Limits) -> dict[str, int | None]:
 
 
 def orphan_bursts(values: Limits) -> list[FieldError]:
-    from control.errors import FieldError
+    from control.api.errors import FieldError
 
     return [
         FieldError(burst, f"needs {rate}: a burst is the bucket size of the per-minute limit")
@@ -46,7 +46,7 @@ def orphan_bursts(values: Limits) -> list[FieldError]:
 
 def above_tenant(key: Limits, tenant: Limits) -> list[FieldError]:
     """The key's limits (in force) that exceed its tenant's (in force)."""
-    from control.errors import FieldError
+    from control.api.errors import FieldError
 
     mine, theirs = in_force(key), in_force(tenant)
     errors: list[FieldError] = []

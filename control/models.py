@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from control.audit.models import AuditEntry
+from control.bridge.state import ControlState, Setting
 from control.db import Base
 from control.drills.models import Drill
 from control.keys.models import ApiKey
@@ -10,7 +11,6 @@ from control.pools.models import Pool, PoolMember
 from control.prices.models import Price
 from control.providers.models import Provider
 from control.routes.models import Route, RouteTarget
-from control.state import ControlState, Setting
 from control.tenants.models import Tenant
 from control.tokens.models import AdminToken
 from control.usage.models import UsageRecord, UsageReject, UsageRollup

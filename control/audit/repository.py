@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from control.api.pagination import keyset
 from control.audit.models import AuditEntry
-from control.pagination import keyset
 
 
 @dataclass(frozen=True)

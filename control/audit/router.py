@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from control.api.deps import CallerDep, SessionDep
+from control.api.errors import ERROR_RESPONSES
+from control.api.pagination import decode_cursor, page
+from control.api.schemas import Page, PageLimit
 from control.audit import repository
 from control.audit.repository import AuditFilters
 from control.audit.schemas import AuditOut
-from control.deps import CallerDep, SessionDep
-from control.errors import ERROR_RESPONSES
-from control.pagination import decode_cursor, page
-from control.schemas import Page, PageLimit
 
 router = APIRouter(prefix="/v1/admin/audit", tags=["audit"], responses=ERROR_RESPONSES)
 

@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from control.deps import CallerDep, ContextDep, SessionDep
+from control.api.deps import CallerDep, ContextDep, SessionDep
+from control.api.errors import ERROR_RESPONSES
 from control.diagnosis import service
 from control.diagnosis.schemas import DiagnosisOut
-from control.errors import ERROR_RESPONSES
 
 router = APIRouter(prefix="/v1/admin/diagnosis", tags=["status"], responses=ERROR_RESPONSES)
 

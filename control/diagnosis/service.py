@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
 
-from control.caller import Caller
-from control.core_bridge import CoreBridge
+from control.api.caller import Caller
+from control.api.errors import Validation
+from control.bridge.core_bridge import CoreBridge
 from control.diagnosis.figures import BASELINE, RECENT, SLOT, PoolView, pool_view
 from control.diagnosis.rules import RULES, ms, pct, per_s
 from control.diagnosis.schemas import (
@@ -20,7 +21,6 @@ from control.diagnosis.schemas import (
     Verdict,
 )
 from control.diagnosis.settings import HISTORY_SECONDS, SLOT_SECONDS, DoctorSettings
-from control.errors import Validation
 from control.routes import repository as routes
 from control.status.schemas import WindowSpec
 from control.status.source import read_status

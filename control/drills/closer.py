@@ -10,13 +10,13 @@ from datetime import timedelta
 
 from sqlalchemy import func, select
 
-from control.caller import SYSTEM
+from control.api.caller import SYSTEM
 from control.context import ControlContext
 from control.drills import repository
 from control.drills.models import Drill
 from control.drills.service import record_end
+from control.process.wakeups import run_until_stopped
 from control.timeutil import utcnow
-from control.wakeups import run_until_stopped
 
 IDLE_WAIT_S = 60.0
 # Recorded this long after the end, so that the core has let the target back in by then.

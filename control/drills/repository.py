@@ -8,8 +8,8 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, and_, select
 from sqlalchemy.orm import Session
 
+from control.api.pagination import keyset
 from control.drills.models import Drill
-from control.pagination import keyset
 
 
 def is_active(now: datetime) -> ColumnElement[bool]:

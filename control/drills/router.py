@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from control.deps import CallerDep, ContextDep, SessionDep
+from control.api.deps import CallerDep, ContextDep, SessionDep
+from control.api.errors import ERROR_RESPONSES
+from control.api.schemas import Page, PageLimit
 from control.drills import service, traffic
 from control.drills.schemas import DrillCreate, DrillOut, DrillTraffic
-from control.errors import ERROR_RESPONSES
-from control.schemas import Page, PageLimit
 
 router = APIRouter(prefix="/v1/admin/drills", tags=["drills"], responses=ERROR_RESPONSES)
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from control.schemas import ModelName, Name, Slug, Strict
+from control.api.schemas import ModelName, Name, Slug, Strict
 
 DrillState = Literal["active", "ended"]
 MemberState = Literal["ready", "ejected", "cooling_down", "failing_checks", "drilled", "unknown"]

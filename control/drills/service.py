@@ -15,19 +15,19 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.caller import SYSTEM, Caller
+from control.api.caller import SYSTEM, Caller
+from control.api.errors import Conflict, FieldError, NotFound, Validation
+from control.api.pagination import decode_cursor, page
+from control.api.schemas import Page
+from control.bridge.mutation import Mutation
 from control.context import ControlContext
 from control.drills import repository
 from control.drills.models import Drill
 from control.drills.schemas import DrillCreate, DrillOut
-from control.errors import Conflict, FieldError, NotFound, Validation
 from control.ids import new_id
-from control.mutation import Mutation
-from control.pagination import decode_cursor, page
 from control.pools import repository as pools
 from control.pools.models import Pool
 from control.routes import repository as routes
-from control.schemas import Page
 from control.timeutil import utcnow
 
 log = logging.getLogger("sluicegate.control")

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.caller import Caller
+from control.api.caller import Caller
 from control.context import ControlContext
 from control.drills.schemas import DrillTraffic, MemberState, UpstreamTraffic
 from control.drills.service import get_row, to_out

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session
 
-from control.errors import Conflict, Validation
+from control.api.errors import Conflict, Validation
 from control.keys.models import ApiKey
 from control.limits import LIMITS, above_tenant, orphan_bursts
 from control.quotas import rules as quota_rules

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from control.errors import AdminLocked, FieldError
+from control.api.errors import AdminLocked, FieldError
 from control.keys.models import ApiKey
 from control.limits import BURSTS, LIMITS, in_force
 from control.quotas.schemas import QuotaIn

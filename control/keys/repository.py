@@ -9,10 +9,10 @@ from datetime import datetime
 from sqlalchemy import Row, Select, select
 from sqlalchemy.orm import Session
 
+from control.api.pagination import keyset
 from control.keys.models import ApiKey
 from control.keys.schemas import KeyState
 from control.keys.state import state_filter
-from control.pagination import keyset
 from control.tenants.models import Tenant
 
 # Public prefixes are `sk-sg-` plus six characters: a full one is matched exactly (index seek).

@@ -6,8 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from control.deps import CallerDep, ContextDep, SessionDep
-from control.errors import ERROR_RESPONSES
+from control.api.deps import CallerDep, ContextDep, SessionDep
+from control.api.errors import ERROR_RESPONSES
+from control.api.schemas import PRINTABLE, Page, PageLimit, Timestamp
 from control.keys import service
 from control.keys.repository import KeyFilters
 from control.keys.schemas import (
@@ -19,7 +20,6 @@ from control.keys.schemas import (
     KeyState,
     KeyUpdate,
 )
-from control.schemas import PRINTABLE, Page, PageLimit, Timestamp
 
 router = APIRouter(prefix="/v1/admin/keys", tags=["keys"], responses=ERROR_RESPONSES)
 

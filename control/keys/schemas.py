@@ -8,8 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from control.quotas.schemas import QuotaIn, QuotaOut
-from control.schemas import (
+from control.api.schemas import (
     Concurrency,
     Models,
     Name,
@@ -22,7 +21,8 @@ from control.schemas import (
     TpmBurst,
     distinct_models,
 )
-from control.validation import not_null
+from control.api.validation import not_null
+from control.quotas.schemas import QuotaIn, QuotaOut
 
 Priority = Literal["interactive", "batch"]
 # What the key can do now: `expired` past expires_at, `disabled` by itself or its tenant,

@@ -13,9 +13,11 @@ from typing import Any
 from sluicegate import _core
 from sqlalchemy.orm import Session
 
-from control.caller import Caller
+from control.api.caller import Caller
+from control.api.errors import Conflict, NotFound, Validation
+from control.api.pagination import decode_cursor, page
+from control.api.schemas import Page
 from control.context import ControlContext
-from control.errors import Conflict, NotFound, Validation
 from control.ids import new_id
 from control.keys import bounds, policy, repository
 from control.keys.models import ApiKey
@@ -23,10 +25,8 @@ from control.keys.repository import KeyFilters
 from control.keys.schemas import KeyCreate, KeyOut, KeyRotate, KeyUpdate
 from control.keys.state import effective_state
 from control.limits import LIMITS, in_force
-from control.pagination import decode_cursor, page
 from control.quotas import rules as quota_rules
 from control.quotas.rules import quota_in, quota_of
-from control.schemas import Page
 from control.tenants.models import Tenant
 from control.timeutil import utcnow
 

@@ -17,7 +17,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from control.core_bridge import CoreBridge
+from control.bridge.core_bridge import CoreBridge
 from control.diagnosis.schemas import ADVICE_HELP
 
 log = logging.getLogger("sluicegate.control")

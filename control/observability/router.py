@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.process_collector import ProcessCollector
 from starlette.concurrency import run_in_threadpool
 
+from control.api.deps import ContextDep
 from control.context import ControlContext
-from control.deps import ContextDep
 from control.diagnosis.service import diagnose
 from control.observability.collector import SluicegateCollector
 

@@ -20,9 +20,9 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, Field, StringConstraints, field_validator
 
+from control.api.schemas import Concurrency, Strict
+from control.api.validation import not_null
 from control.pools.defaults import ADMISSION, EJECTION, HEALTH_CHECK, RETRY
-from control.schemas import Concurrency, Strict
-from control.validation import not_null
 
 U32 = 4_294_967_295
 MAX_MS = 1_000_000_000_000

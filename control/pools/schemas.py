@@ -9,6 +9,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, field_validator
 
+from control.api.schemas import Concurrency, Name, Slug, Strict
+from control.api.validation import not_null
 from control.pools.defaults import TIMEOUTS
 from control.pools.policies import (
     Admission,
@@ -21,8 +23,6 @@ from control.pools.policies import (
     RetryPatch,
 )
 from control.providers.schemas import ProviderKind
-from control.schemas import Concurrency, Name, Slug, Strict
-from control.validation import not_null
 
 Millis = Annotated[int, Field(ge=1, le=1_000_000_000_000)]
 Weight = Annotated[int, Field(ge=0, le=10_000, description="Relative share of requests")]

@@ -9,12 +9,13 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
-from control.caller import Caller
+from control.api.caller import Caller
+from control.api.errors import Conflict, FieldError, NotFound, Validation
+from control.api.pagination import decode_cursor, page
+from control.api.schemas import Page
 from control.context import ControlContext
 from control.drills import service as drills
-from control.errors import Conflict, FieldError, NotFound, Validation
 from control.ids import new_id
-from control.pagination import decode_cursor, page
 from control.pools import repository
 from control.pools.models import Pool, PoolMember
 from control.pools.policies import (
@@ -35,7 +36,6 @@ from control.pools.schemas import (
     TimeoutsOut,
 )
 from control.pools.updates import merged
-from control.schemas import Page
 from control.timeutil import utcnow
 
 TIMEOUT_FIELDS = ("connect_ms", "first_byte_ms", "idle_ms", "total_ms")

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from control.errors import FieldError, Validation, validation_fields
+from control.api.errors import FieldError, Validation, validation_fields
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -11,11 +11,11 @@ from datetime import datetime
 
 from sqlalchemy import func, select
 
-from control.caller import SYSTEM
+from control.api.caller import SYSTEM
 from control.context import ControlContext
 from control.prices.models import Price
+from control.process.wakeups import run_until_stopped
 from control.timeutil import utcnow
-from control.wakeups import run_until_stopped
 
 log = logging.getLogger("sluicegate.control")
 

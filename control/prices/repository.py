@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from control.pagination import keyset
+from control.api.pagination import keyset
 from control.prices.models import Price
 
 

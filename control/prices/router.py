@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from control.deps import CallerDep, ContextDep, SessionDep
-from control.errors import ERROR_RESPONSES
+from control.api.deps import CallerDep, ContextDep, SessionDep
+from control.api.errors import ERROR_RESPONSES
+from control.api.schemas import Page, PageLimit, Timestamp
 from control.prices import service
 from control.prices.schemas import PriceCreate, PriceOut
-from control.schemas import Page, PageLimit, Timestamp
 
 router = APIRouter(prefix="/v1/admin/prices", tags=["prices"], responses=ERROR_RESPONSES)
 

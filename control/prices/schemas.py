@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from control.schemas import ModelName, Strict, Timestamp
+from control.api.schemas import ModelName, Strict, Timestamp
 
 Micros = Annotated[
     int, Field(ge=0, le=1_000_000_000_000_000, description="Micro-units per million tokens")

@@ -10,14 +10,14 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from control.caller import Caller
+from control.api.caller import Caller
+from control.api.errors import Conflict, NotFound, Validation
+from control.api.pagination import decode_cursor, page
+from control.api.schemas import Page
 from control.context import ControlContext
-from control.errors import Conflict, NotFound, Validation
-from control.pagination import decode_cursor, page
 from control.prices import repository
 from control.prices.models import Price
 from control.prices.schemas import PriceCreate, PriceOut
-from control.schemas import Page
 from control.timeutil import utcnow
 
 # Tolerated clock difference between the caller and the server for "now".

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from control.deps import CallerDep, ContextDep, SessionDep
-from control.errors import ERROR_RESPONSES
+from control.api.deps import CallerDep, ContextDep, SessionDep
+from control.api.errors import ERROR_RESPONSES
+from control.api.schemas import Page, PageLimit
 from control.providers import service
 from control.providers.schemas import ProviderCreate, ProviderKind, ProviderOut, ProviderUpdate
-from control.schemas import Page, PageLimit
 
 router = APIRouter(prefix="/v1/admin/providers", tags=["providers"], responses=ERROR_RESPONSES)
 

@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from control.schemas import Name, Slug, Strict
-from control.validation import not_null
+from control.api.schemas import Name, Slug, Strict
+from control.api.validation import not_null
 
 ProviderKind = Literal["openai", "anthropic"]
 # Sent as a header value: visible ASCII only.

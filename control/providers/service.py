@@ -7,17 +7,17 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.caller import Caller
+from control.api.caller import Caller
+from control.api.errors import Conflict, NotFound, Validation
+from control.api.pagination import decode_cursor, page
+from control.api.schemas import Page
 from control.context import ControlContext
 from control.crypto import fingerprint, mask
-from control.errors import Conflict, NotFound, Validation
 from control.ids import new_id
-from control.pagination import decode_cursor, page
 from control.providers import repository
 from control.providers.models import Provider
 from control.providers.schemas import ProviderCreate, ProviderKind, ProviderOut, ProviderUpdate
 from control.providers.urls import UnsafeURL, check_base_url
-from control.schemas import Page
 from control.timeutil import utcnow
 
 

@@ -21,7 +21,7 @@ import re
 import socket
 from urllib.parse import urlsplit
 
-from control.listen import HostPort
+from control.process.listen import HostPort
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from control.deps import CallerDep, ContextDep, SessionDep
-from control.errors import ERROR_RESPONSES
+from control.api.deps import CallerDep, ContextDep, SessionDep
+from control.api.errors import ERROR_RESPONSES
 from control.quotas import service
 from control.quotas.schemas import QuotaStatus
 

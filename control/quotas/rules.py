@@ -12,7 +12,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from control.errors import FieldError
+from control.api.errors import FieldError
 from control.keys.models import ApiKey
 from control.quotas.models import QuotaColumns
 from control.quotas.schemas import QuotaIn, QuotaOut

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from control.schemas import Strict
+from control.api.schemas import Strict
 
 QuotaPeriod = Literal["none", "daily", "monthly"]
 QuotaTokens = Annotated[

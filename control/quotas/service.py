@@ -11,9 +11,9 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
-from control.caller import Caller
+from control.api.caller import Caller
+from control.api.errors import Conflict, NotFound
 from control.context import ControlContext
-from control.errors import Conflict, NotFound
 from control.keys import policy
 from control.keys import service as keys
 from control.quotas import ledger

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from control.pagination import keyset
+from control.api.pagination import keyset
 from control.pools.models import Pool
 from control.routes.models import Route, RouteTarget
 

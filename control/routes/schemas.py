@@ -7,8 +7,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, field_validator
 
-from control.schemas import ModelName, Slug, Strict
-from control.validation import not_null
+from control.api.schemas import ModelName, Slug, Strict
+from control.api.validation import not_null
 
 MaxOutput = Annotated[
     int, Field(ge=1, le=100_000_000, description="Largest max_tokens the model accepts")

@@ -7,14 +7,14 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.caller import Caller
+from control.api.caller import Caller
+from control.api.errors import Conflict, FieldError, NotFound, Validation
+from control.api.pagination import decode_cursor, page
+from control.api.schemas import Page
 from control.context import ControlContext
-from control.errors import Conflict, FieldError, NotFound, Validation
-from control.pagination import decode_cursor, page
 from control.routes import repository
 from control.routes.models import Route, RouteTarget
 from control.routes.schemas import RouteCreate, RouteOut, RouteUpdate, Target, TargetOut
-from control.schemas import Page
 from control.timeutil import utcnow
 
 

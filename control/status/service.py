@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
 
-from control.caller import Caller
-from control.core_bridge import CoreBridge
+from control.api.caller import Caller
+from control.bridge.core_bridge import CoreBridge
 from control.routes import repository as routes
 from control.status.schemas import RouteStatusOut, StatusOut
 from control.status.source import DEFAULT_WINDOWS, read_status

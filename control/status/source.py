@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from control.core_bridge import CoreBridge
+from control.bridge.core_bridge import CoreBridge
 from control.status.schemas import CoreStatus, WindowSpec
 
 # The core's defaults: the last minute, five minutes and hour, and the five minutes before the

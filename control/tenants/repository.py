@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
+from control.api.pagination import keyset
 from control.keys.models import ApiKey
 from control.limits import BURSTS
-from control.pagination import keyset
 from control.tenants.models import Tenant
 
 

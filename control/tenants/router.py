@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from control.api.deps import CallerDep, ContextDep, SessionDep
+from control.api.errors import ERROR_RESPONSES
+from control.api.schemas import Page, PageLimit
 from control.context import ControlContext
-from control.deps import CallerDep, ContextDep, SessionDep
-from control.errors import ERROR_RESPONSES
-from control.schemas import Page, PageLimit
 from control.tenants import service
 from control.tenants.schemas import TenantCreate, TenantOut, TenantStatus, TenantUpdate
 

@@ -7,8 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from control.quotas.schemas import QuotaIn, QuotaOut
-from control.schemas import (
+from control.api.schemas import (
     Concurrency,
     Models,
     Name,
@@ -20,7 +19,8 @@ from control.schemas import (
     TpmBurst,
     distinct_models,
 )
-from control.validation import not_null
+from control.api.validation import not_null
+from control.quotas.schemas import QuotaIn, QuotaOut
 
 QUOTA_DOC = "Tokens and/or money per period over all the tenant's keys; null for none"
 MODELS_DOC = (

@@ -6,14 +6,14 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.caller import Caller
+from control.api.caller import Caller
+from control.api.errors import Conflict, FieldError, NotFound, Validation
+from control.api.pagination import decode_cursor, page
+from control.api.schemas import Page
 from control.context import ControlContext
-from control.errors import Conflict, FieldError, NotFound, Validation
 from control.ids import new_id
 from control.limits import BURSTS, LIMITS, in_force, orphan_bursts
-from control.pagination import decode_cursor, page
 from control.quotas.rules import keys_above, quota_of, set_quota, unchanged
-from control.schemas import Page
 from control.tenants import repository
 from control.tenants.models import Tenant
 from control.tenants.schemas import TenantCreate, TenantOut, TenantStatus, TenantUpdate

@@ -3,8 +3,8 @@ under too. A token an operator chose (`secrets.admin_token`) may be guessable; w
 its stored hash cannot be tested offline.
 
 Releases before revision 0006 stored plain SHA-256 (`sha256`); such a row keeps working and is
-rewritten as HMAC the first time its token authenticates (`control/access/identify.py`) or, for
-the configured bootstrap token, at start (`control/bootstrap.py`)."""
+rewritten as HMAC the first time its token authenticates (`control/api/access/identify.py`) or, for
+the configured bootstrap token, at start (`control/process/bootstrap.py`)."""
 
 from __future__ import annotations
 

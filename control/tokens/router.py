@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from control.deps import CallerDep, ContextDep, SessionDep
-from control.errors import ERROR_RESPONSES
-from control.schemas import Page, PageLimit
+from control.api.deps import CallerDep, ContextDep, SessionDep
+from control.api.errors import ERROR_RESPONSES
+from control.api.schemas import Page, PageLimit
 from control.tokens import service
 from control.tokens.schemas import TokenCreate, TokenCreated, TokenOut, TokenRole
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from control.schemas import Name, Strict, Timestamp
+from control.api.schemas import Name, Strict, Timestamp
 
 TokenRole = Literal["admin", "tenant"]
 

@@ -8,13 +8,13 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session
 
-from control.caller import Caller
+from control.api.caller import Caller
+from control.api.errors import Conflict, NotFound, Validation
+from control.api.pagination import decode_cursor, keyset, page
+from control.api.schemas import Page
+from control.api.security import generate_token, token_prefix
 from control.context import ControlContext
-from control.errors import Conflict, NotFound, Validation
 from control.ids import new_id
-from control.pagination import decode_cursor, keyset, page
-from control.schemas import Page
-from control.security import generate_token, token_prefix
 from control.tenants.models import Tenant
 from control.timeutil import utcnow
 from control.tokens.hashing import HMAC_SHA256, hash_token

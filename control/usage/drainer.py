@@ -31,8 +31,8 @@ import orjson
 from sqlalchemy.exc import DataError, IntegrityError, ProgrammingError
 from sqlalchemy.orm import Session, sessionmaker
 
-from control.core_bridge import CoreBridge
-from control.settings import UsageSettings
+from control.bridge.core_bridge import CoreBridge
+from control.process.settings import UsageSettings
 from control.timeutil import utcnow
 from control.usage.events import missing_fields
 from control.usage.models import UsageReject
@@ -251,58 +251,68 @@ class UsageDrainer:
         log.error("usage event %s refused (%s); kept in usage_rejects", request_id, reason)
 
     def run(self, stop: threading.Event) -> None:
-        delay = 0.1
-        while not stop.is_set():
-            try:
-                taken = self.step(self._timeout_ms)
-                delay = 0.1
-                if taken and self._linger and not self._behind():
-                    # Let the next batch fill up, so that the commit (an fsync) and the
-                    # per-batch statements are paid per many events, not per few. The cost is a
-                    # later row in SQL, never a slower request. (Lingering only after a part
-                    # batch took a full one and then, at once, the few left over: every other
-                    # batch paid the fixed cost for a handful of events.)
-                    stop.wait(self._linger)
-            except Exception as e:
-                log.error(
-                    "usage: writing %d events failed (%s); retrying in %.1fs",
-                    self.pending,
-                    type(e).__name__,
-                    delay,
-                )
-                stop.wait(delay)
-                delay = min(delay * 2, self._max_backoff)
+        """Drain for as long as the process runs (until `stop`)."""
+        self._loop(stop=stop, deadline=None, until_empty=False)
 
     def drain(self, *, deadline: float | None = None, stop: threading.Event | None = None) -> bool:
         """Write and acknowledge until the core holds no unacknowledged event (at start, to
         replay the journal; at shutdown, after the core stopped). Retries while the database is
         away, until `deadline` (monotonic) or `stop`; returns whether everything was stored."""
+        return self._loop(stop=stop, deadline=deadline, until_empty=True)
+
+    def _loop(
+        self, *, stop: threading.Event | None, deadline: float | None, until_empty: bool
+    ) -> bool:
+        """The one loop of both: take and store batches, with backoff while the database is away.
+        `until_empty`: end when the core holds nothing (True) or at the deadline or stop (False);
+        otherwise end at stop, lingering between batches so each carries many events."""
+
+        def over(after: float = 0.0) -> bool:
+            late = deadline is not None and time.monotonic() + after > deadline
+            return late or (stop is not None and stop.is_set())
+
+        def wait(seconds: float) -> None:
+            if stop is not None:
+                stop.wait(seconds)
+            else:
+                time.sleep(seconds)
+
         delay = 0.1
-        while True:
+        while until_empty or not over():
             try:
-                taken = self.step(50)
+                taken = self.step(50 if until_empty else self._timeout_ms)
                 delay = 0.1
             except Exception as e:
-                if (deadline is not None and time.monotonic() + delay > deadline) or (
-                    stop is not None and stop.is_set()
-                ):
+                if until_empty and over(delay):
                     log.error(
                         "usage: %d events could not be written (%s); they stay in the journal",
                         self.pending,
                         type(e).__name__,
                     )
                     return False
-                log.error("usage: writing failed (%s); retrying in %.1fs", type(e).__name__, delay)
-                time.sleep(delay)
+                log.error(
+                    "usage: writing %d events failed (%s); retrying in %.1fs",
+                    self.pending,
+                    type(e).__name__,
+                    delay,
+                )
+                wait(delay)
                 delay = min(delay * 2, self._max_backoff)
                 continue
-            if taken == 0 and (self._backlog is None or self._backlog() == 0):
-                return True
-            if (deadline is not None and time.monotonic() > deadline) or (
-                stop is not None and stop.is_set()
-            ):
-                log.error("usage: events are still waiting in the journal; they stay there")
-                return False
+            if until_empty:
+                if taken == 0 and (self._backlog is None or self._backlog() == 0):
+                    return True
+                if over():
+                    log.error("usage: events are still waiting in the journal; they stay there")
+                    return False
+            elif taken and self._linger and not self._behind():
+                # Let the next batch fill up, so that the commit (an fsync) and the per-batch
+                # statements are paid per many events, not per few. The cost is a later row in
+                # SQL, never a slower request. (Lingering only after a part batch took a full
+                # one and then, at once, the few left over: every other batch paid the fixed
+                # cost for a handful of events.)
+                wait(self._linger)
+        return True
 
 
 def usage_drainer(

@@ -9,9 +9,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from control.deps import CallerDep, ContextDep, SessionDep
-from control.errors import ERROR_RESPONSES
-from control.schemas import ModelName, Page, PageLimit, Timestamp
+from control.api.deps import CallerDep, ContextDep, SessionDep
+from control.api.errors import ERROR_RESPONSES
+from control.api.schemas import ModelName, Page, PageLimit, Timestamp
 from control.usage import service
 from control.usage.repository import UsageFilters
 from control.usage.schemas import (

@@ -10,12 +10,12 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from control.caller import Caller
-from control.errors import NotFound, Validation
+from control.api.caller import Caller
+from control.api.errors import NotFound, Validation
+from control.api.pagination import decode_cursor, encode_cursor
+from control.api.schemas import Page
 from control.keys import service as keys
 from control.keys.models import ApiKey
-from control.pagination import decode_cursor, encode_cursor
-from control.schemas import Page
 from control.timeutil import as_utc, from_unix, utcnow
 from control.usage import repository
 from control.usage.events import FIELDS

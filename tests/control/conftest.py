@@ -20,9 +20,9 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sluicegate._core import Core
 
-from control.app import create_app
-from control.core_bridge import CoreBridge
-from control.settings import Settings, load_settings
+from control.api.app import create_app
+from control.bridge.core_bridge import CoreBridge
+from control.process.settings import Settings, load_settings
 from tests.control.helpers import ADMIN_TOKEN, ENCRYPTION_KEY, PEPPER, Api, Harness
 from tests.support.pg import PG_URL, create_schema, drop_schema, pg_problem, with_search_path
 

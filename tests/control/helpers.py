@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 from fastapi.testclient import TestClient
 
+from control.bridge.core_bridge import CoreBridge
 from control.context import ControlContext
-from control.core_bridge import CoreBridge
-from control.settings import Settings
+from control.process.settings import Settings
 
 # Canary secrets: tests assert they never show up in responses, logs, errors or audit rows.
 ADMIN_TOKEN = "sgt_CANARY-admin-token-7f3a9c1e5b2d4f60"

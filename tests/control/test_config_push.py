@@ -7,8 +7,8 @@ import threading
 
 from sluicegate._core import ConfigError, StaleConfigError
 
-from control.mutation import core_rejection
-from control.snapshot import Snapshot, SnapshotIndex
+from control.bridge.mutation import core_rejection
+from control.bridge.snapshot import Snapshot, SnapshotIndex
 from tests.control.helpers import Api, Harness, error_fields
 
 

@@ -28,8 +28,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sluicegate._core import Core
 
-from control.app import create_app
-from control.core_bridge import CoreBridge
+from control.api.app import create_app
+from control.bridge.core_bridge import CoreBridge
 from tests.control.conftest import make_settings
 from tests.control.helpers import ADMIN_TOKEN, Api
 from tests.support.procs import Proc, start_sim

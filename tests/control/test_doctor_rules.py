@@ -263,8 +263,8 @@ def test_the_doctor_reads_the_windows_it_compares_and_the_recent_slots() -> None
     [("recent_seconds", 15), ("recent_seconds", 0), ("baseline_seconds", 3600), ("rise_ratio", 1)],
 )
 def test_invalid_doctor_settings_name_the_option(option: str, value: float) -> None:
-    from control.errors import StartupError
-    from control.settings import load_settings
+    from control.api.errors import StartupError
+    from control.process.settings import load_settings
 
     with pytest.raises(StartupError, match=f"doctor.{option}"):
         load_settings(None, {f"SLUICEGATE_DOCTOR_{option.upper()}": str(value)})

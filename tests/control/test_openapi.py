@@ -24,10 +24,10 @@ from schemathesis.specs.openapi.checks import (
 from sluicegate._core import Core
 from starlette.testclient import TestClient
 
-from control.app import create_app
-from control.core_bridge import CoreBridge
-from control.settings import Settings
-from control.startup import prepare
+from control.api.app import create_app
+from control.bridge.core_bridge import CoreBridge
+from control.process.settings import Settings
+from control.process.startup import prepare
 from tests.control.conftest import make_settings
 from tests.control.helpers import ADMIN_TOKEN, Api
 

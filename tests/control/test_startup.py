@@ -10,12 +10,12 @@ import pytest
 import sqlalchemy as sa
 from sluicegate._core import Core
 
-from control.core_bridge import CoreBridge
+from control.api.errors import StartupError
+from control.bridge.core_bridge import CoreBridge
 from control.crypto import CredentialCipher
-from control.errors import StartupError
+from control.process.settings import ENV, BootstrapSettings, Settings, load_settings
+from control.process.startup import prepare
 from control.providers.models import Provider
-from control.settings import ENV, BootstrapSettings, Settings, load_settings
-from control.startup import prepare
 from control.tenants.models import Tenant
 from tests.control.helpers import ADMIN_TOKEN, ENCRYPTION_KEY, PEPPER
 
@@ -123,7 +123,7 @@ def test_a_changed_pepper_is_refused_while_keys_exist(tmp_path: Path) -> None:
 def test_a_changed_encryption_key_is_refused_while_credentials_exist(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from control.app import create_app
+    from control.api.app import create_app
 
     env = {
         "SLUICEGATE_DATABASE_URL": f"sqlite:///{tmp_path}/s.db",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from control.listen import HostPort
+from control.process.listen import HostPort
 from control.providers.urls import UnsafeURL, check_base_url, parse_ip
 
 OWN = {HostPort("127.0.0.1", 18081), HostPort("0.0.0.0", 8080)}

@@ -4,8 +4,8 @@ serves, `/readyz` while it should get new traffic."""
 from __future__ import annotations
 
 import httpx
-
 from sluicegate import _core
+
 from tests.support.gateway import ConfigBuilder, member
 
 CHAT = "/v1/chat/completions"

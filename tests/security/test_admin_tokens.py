@@ -15,12 +15,12 @@ from fastapi.testclient import TestClient
 from sluicegate._core import Core
 
 from control import migrations
-from control.access.ratelimit import TokenBuckets
-from control.app import create_app
-from control.core_bridge import CoreBridge
+from control.api.access.ratelimit import TokenBuckets
+from control.api.app import create_app
+from control.api.errors import StartupError
+from control.bridge.core_bridge import CoreBridge
 from control.db import create_db_engine
-from control.errors import StartupError
-from control.startup import prepare
+from control.process.startup import prepare
 from control.timeutil import utcnow
 from control.tokens.hashing import hash_token
 from control.tokens.models import AdminToken

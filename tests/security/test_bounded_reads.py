@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from control import snapshot
-from control.caller import SYSTEM
+from control.api.caller import SYSTEM
+from control.bridge import snapshot
 from control.timeutil import utcnow
 from control.usage import service as usage
 from tests.control.helpers import Harness, error_fields

@@ -25,7 +25,7 @@ ADMIN_GROUPS = (tenants, keys, providers, pools, routes, drills, usage)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from control.serve import run
+    from control.process.serve import run
 
     return run(args.config)
 

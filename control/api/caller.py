@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from control.errors import Forbidden, NotFound
+from control.api.errors import Forbidden, NotFound
 
 Role = Literal["admin", "tenant", "system"]
 

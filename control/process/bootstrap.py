@@ -7,19 +7,19 @@ import os
 
 from sqlalchemy import select
 
-from control.caller import SYSTEM
+from control.api.caller import SYSTEM
+from control.api.errors import ControlError, StartupError
 from control.context import ControlContext
-from control.errors import ControlError, StartupError
 from control.pools import service as pools
 from control.pools.models import Pool
 from control.prices import repository as price_repository
 from control.prices import service as prices
+from control.process.settings import BootstrapSettings
 from control.providers import service as providers
 from control.providers.models import Provider
 from control.providers.schemas import ProviderCreate
 from control.routes import service as routes
 from control.routes.models import Route
-from control.settings import BootstrapSettings
 from control.tenants import service as tenants
 from control.tenants.models import Tenant
 from control.timeutil import utcnow

@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import Depends
 from sqlalchemy.orm import Session
 
+from control.api.security import CallerDep
 from control.context import ControlContext, context_of
-from control.security import CallerDep
 
 ContextDep = Annotated[ControlContext, Depends(context_of)]
 

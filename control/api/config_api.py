@@ -7,9 +7,9 @@ from datetime import datetime
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from control.deps import CallerDep, ContextDep, SessionDep
-from control.errors import ERROR_RESPONSES
-from control.state import committed_version
+from control.api.deps import CallerDep, ContextDep, SessionDep
+from control.api.errors import ERROR_RESPONSES
+from control.bridge.state import committed_version
 
 router = APIRouter(prefix="/v1/admin/config", tags=["config"], responses=ERROR_RESPONSES)
 

@@ -1,6 +1,7 @@
-"""The admin app's background work besides the drill closer: the usage drainer (a thread the
-core bridge owns), the retention of raw usage rows, and the price activator. Started by the app's
-lifespan; stopped on the way out, the drainer last, writing what the core still holds."""
+"""The one owner of the control plane's background work: the usage drainer, the retention of raw
+usage rows, the price activator and the drill closer. Started by the admin app's lifespan,
+stopped on the way out in reverse order, the drainer last: after the core stopped, it writes and
+acknowledges what the core still holds."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import time
 from collections.abc import Callable
 
 from control.context import ControlContext
+from control.drills.closer import DrillCloser
 from control.prices.activator import PriceActivator
-from control.usage.drainer import usage_drainer
+from control.usage.drainer import UsageDrainer, usage_drainer
 from control.usage.retention import RetentionJob
 
 
@@ -19,6 +21,7 @@ class BackgroundJobs:
         self._ctx = ctx
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._drainer: UsageDrainer | None = None
 
     def _thread(self, name: str, target: Callable[[threading.Event], None]) -> None:
         thread = threading.Thread(target=target, args=(self._stop,), name=name, daemon=True)
@@ -27,17 +30,25 @@ class BackgroundJobs:
 
     def start(self) -> None:
         ctx = self._ctx
-        ctx.bridge.start_drainer(usage_drainer(ctx.bridge, ctx.sessions, ctx.settings.usage))
+        self._drainer = usage_drainer(ctx.bridge, ctx.sessions, ctx.settings.usage)
+        self._thread("sluicegate-usage", self._drainer.run)
         retention = RetentionJob(ctx.sessions, ctx.settings.usage.raw_retention_days)
         self._thread("sluicegate-retention", retention.run)
         self._thread("sluicegate-prices", PriceActivator(ctx).run)
+        self._thread("sluicegate-drills", DrillCloser(ctx).run)
 
     def stop(self) -> bool:
-        """Stop the threads; the drainer writes and acknowledges what is left, for at most
+        """Stop every job; then the drainer writes and acknowledges what is left, for at most
         `server.shutdown_grace_seconds`. Returns whether the core holds nothing unwritten."""
         self._stop.set()
+        # Wake the jobs asleep until their next due time.
         self._ctx.prices_changed.set()
-        for thread in self._threads:
+        self._ctx.drills_changed.set()
+        for thread in reversed(self._threads):
             thread.join()
+        self._threads.clear()
+        drainer, self._drainer = self._drainer, None
+        if drainer is None:
+            return True
         grace = self._ctx.settings.server.shutdown_grace_seconds
-        return self._ctx.bridge.stop_drainer(deadline=time.monotonic() + max(grace, 1.0))
+        return drainer.drain(deadline=time.monotonic() + max(grace, 1.0))

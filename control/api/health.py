@@ -11,8 +11,8 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from control.api.deps import ContextDep
 from control.db import ping
-from control.deps import ContextDep
 
 router = APIRouter(tags=["health"])
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Select
 from sqlalchemy.orm import InstrumentedAttribute
 
-from control.errors import Validation
+from control.api.errors import Validation
 
 R = TypeVar("R")
 S = TypeVar("S", bound="Select[*tuple[Any, ...]]")

@@ -30,14 +30,14 @@ from typing import Any
 from sluicegate._core import ConfigError, StaleConfigError, StateError
 from sqlalchemy.orm import Session, sessionmaker
 
+from control.api.caller import Caller
+from control.api.errors import CoreRejected, FieldError
 from control.audit.models import AuditEntry
 from control.audit.redact import redact
-from control.caller import Caller
-from control.core_bridge import CoreBridge, refusal_of
-from control.errors import CoreRejected, FieldError
-from control.refusal import locate_fault
-from control.snapshot import Snapshot, build_key_changes
-from control.state import ControlState, lock_state
+from control.bridge.core_bridge import CoreBridge
+from control.bridge.refusal import locate_fault, refusal_of
+from control.bridge.snapshot import Snapshot, build_key_changes
+from control.bridge.state import ControlState, lock_state
 from control.timeutil import utcnow
 
 log = logging.getLogger("sluicegate.control")

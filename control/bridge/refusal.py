@@ -1,12 +1,33 @@
-"""The core's refusal of a snapshot told in the API's words: its `ConfigError` args (path
-`pools[1].timeouts.total_ms`, detail) located through the snapshot's index (pool `big`, field
-`timeouts.total_ms`)."""
+"""The core's refusal of a snapshot, in one place: what its `ConfigError` says (`refusal_of`), and
+the same told in the API's words: the path (`pools[1].timeouts.total_ms`) located through the
+snapshot's index (pool `big`, field `timeouts.total_ms`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from control.snapshot import SnapshotIndex
+from sluicegate._core import ConfigError
+
+from control.bridge.snapshot import SnapshotIndex
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The core's NACK as its arguments say it: the whole message and, for a field at fault,
+    its path in the payload (`pools[0].timeouts.total_ms`) and what is wrong with it."""
+
+    message: str
+    path: str | None = None
+    detail: str | None = None
+
+
+def refusal_of(error: ConfigError) -> Refusal:
+    """`ConfigError.args` is `(message, path, detail)`; `StaleConfigError` carries `(message,)`."""
+    args = error.args
+    message = str(args[0]) if args else type(error).__name__
+    if len(args) == 3 and isinstance(args[1], str) and isinstance(args[2], str):
+        return Refusal(message, args[1], args[2])
+    return Refusal(message)
 
 
 @dataclass(frozen=True)

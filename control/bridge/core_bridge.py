@@ -1,5 +1,6 @@
 """The one owner of the data plane (`sluicegate._core.Core`): its lifecycle, every snapshot pushed
-into it with ACK/NACK bookkeeping, and the thread that drains its usage events.
+into it with ACK/NACK bookkeeping, and the calls that drain its usage events (the drainer itself
+is a background job: `control.process.jobs`).
 
 The core's own calls release the GIL; this object adds only the bookkeeping the admin API reports
 (`GET /v1/admin/config/version`).
@@ -13,10 +14,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from sluicegate._core import ConfigError, Core, StaleConfigError
 
+from control.bridge.refusal import refusal_of
 from control.timeutil import utcnow
 
 log = logging.getLogger("sluicegate.control")
@@ -35,39 +37,12 @@ class Rejection:
     at: datetime
 
 
-@dataclass(frozen=True)
-class Refusal:
-    """The core's NACK as its arguments say it: the whole message and, for a field at fault,
-    its path in the payload (`pools[0].timeouts.total_ms`) and what is wrong with it."""
-
-    message: str
-    path: str | None = None
-    detail: str | None = None
-
-
-def refusal_of(error: ConfigError) -> Refusal:
-    """`ConfigError.args` is `(message, path, detail)`; `StaleConfigError` carries `(message,)`."""
-    args = error.args
-    message = str(args[0]) if args else type(error).__name__
-    if len(args) == 3 and isinstance(args[1], str) and isinstance(args[2], str):
-        return Refusal(message, args[1], args[2])
-    return Refusal(message)
-
-
-class Drainer(Protocol):
-    def run(self, stop: threading.Event) -> None: ...
-    def drain(self, *, deadline: float | None = None) -> bool: ...
-
-
 class CoreBridge:
     def __init__(self, core: Core) -> None:
         self._core = core
         self._lock = threading.Lock()
         self._acknowledged: Acknowledged | None = None
         self._rejection: Rejection | None = None
-        self._drainer: Drainer | None = None
-        self._drainer_stop = threading.Event()
-        self._drainer_thread: threading.Thread | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -160,24 +135,3 @@ class CoreBridge:
     def usage_backlog(self) -> int:
         """Events the core holds that are not acknowledged yet (journaled, ready or handed out)."""
         return self._core.usage_backlog
-
-    def start_drainer(self, drainer: Drainer) -> None:
-        if self._drainer_thread is not None:
-            raise RuntimeError("the usage drainer is already running")
-        self._drainer = drainer
-        self._drainer_stop.clear()
-        self._drainer_thread = threading.Thread(
-            target=drainer.run, args=(self._drainer_stop,), name="sluicegate-usage", daemon=True
-        )
-        self._drainer_thread.start()
-
-    def stop_drainer(self, deadline: float | None = None) -> bool:
-        """Stop the thread, then write and acknowledge what is left (until `deadline`,
-        monotonic); returns whether the core was left with nothing unacknowledged."""
-        thread, drainer = self._drainer_thread, self._drainer
-        self._drainer_thread = self._drainer = None
-        if thread is None or drainer is None:
-            return True
-        self._drainer_stop.set()
-        thread.join()
-        return drainer.drain(deadline=deadline)

@@ -10,17 +10,17 @@ import threading
 from sqlalchemy.exc import OperationalError
 
 from control import migrations
-from control.access.ratelimit import AdminRateLimits
-from control.bootstrap import apply_bootstrap, ensure_admin_token
+from control.api.access.ratelimit import AdminRateLimits
+from control.api.errors import CoreRejected, StartupError
+from control.bridge.core_bridge import CoreBridge
+from control.bridge.mutation import Mutator
+from control.bridge.snapshot import build_snapshot
 from control.context import ControlContext
-from control.core_bridge import CoreBridge
 from control.db import create_db_engine, is_sqlite, session_factory
 from control.drills.service import reapply as reapply_drills
-from control.errors import CoreRejected, StartupError
-from control.mutation import Mutator
-from control.secrets_setup import resolve_cipher, resolve_pepper
-from control.settings import Settings
-from control.snapshot import build_snapshot
+from control.process.bootstrap import apply_bootstrap, ensure_admin_token
+from control.process.secrets_setup import resolve_cipher, resolve_pepper
+from control.process.settings import Settings
 from control.usage.drainer import usage_drainer
 
 log = logging.getLogger("sluicegate.control")

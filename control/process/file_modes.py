@@ -18,9 +18,9 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from control.errors import StartupError
-from control.secrets_setup import default_key_file
-from control.settings import Settings, journal_dir
+from control.api.errors import StartupError
+from control.process.secrets_setup import default_key_file
+from control.process.settings import Settings, journal_dir
 
 log = logging.getLogger("sluicegate.serve")
 

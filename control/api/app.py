@@ -7,33 +7,31 @@ The lifespan prepares the context (database, secrets, first snapshot) unless one
 
 from __future__ import annotations
 
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
-from control.access.gate import AdminGate
+from control.api.access.gate import AdminGate
+from control.api.config_api import router as config_router
+from control.api.errors import install_error_handlers
+from control.api.health import router as health_router
 from control.audit.router import router as audit_router
-from control.config_api import router as config_router
+from control.bridge.core_bridge import CoreBridge
 from control.context import ControlContext
-from control.core_bridge import CoreBridge
 from control.diagnosis.router import router as diagnosis_router
-from control.drills.closer import DrillCloser
 from control.drills.router import router as drills_router
-from control.errors import install_error_handlers
-from control.health import router as health_router
-from control.jobs import BackgroundJobs
 from control.keys.router import router as keys_router
 from control.observability.router import router as metrics_router
 from control.pools.router import router as pools_router
 from control.prices.router import router as prices_router
+from control.process.jobs import BackgroundJobs
+from control.process.settings import Settings
+from control.process.startup import prepare
 from control.providers.router import router as providers_router
 from control.quotas.router import router as quotas_router
 from control.routes.router import router as routes_router
-from control.settings import Settings
-from control.startup import prepare
 from control.status.router import router as status_router
 from control.tenants.router import router as tenants_router
 from control.tokens.router import router as tokens_router
@@ -89,17 +87,9 @@ def create_app(
             ctx = context
         jobs = BackgroundJobs(ctx)
         jobs.start()
-        closer_stop = threading.Event()
-        closer = threading.Thread(
-            target=DrillCloser(ctx).run, args=(closer_stop,), name="sluicegate-drills", daemon=True
-        )
-        closer.start()
         try:
             yield
         finally:
-            closer_stop.set()
-            ctx.drills_changed.set()
-            await run_in_threadpool(closer.join)
             await run_in_threadpool(jobs.stop)
             if context is None:
                 ctx.engine.dispose()

@@ -25,14 +25,14 @@ from pathlib import Path
 import uvicorn
 from sluicegate._core import Core, JournalError, StartError
 
-from control.app import announce_admin_token, create_app
-from control.core_bridge import CoreBridge
-from control.errors import StartupError
-from control.file_modes import restrict_umask, tighten_existing
-from control.listen import HostPort
-from control.logs import configure_logging
-from control.settings import Settings, journal_dir, load_settings
-from control.startup import prepare
+from control.api.app import announce_admin_token, create_app
+from control.api.errors import StartupError
+from control.bridge.core_bridge import CoreBridge
+from control.process.file_modes import restrict_umask, tighten_existing
+from control.process.listen import HostPort
+from control.process.logs import configure_logging
+from control.process.settings import Settings, journal_dir, load_settings
+from control.process.startup import prepare
 
 log = logging.getLogger("sluicegate.serve")
 

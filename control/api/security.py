@@ -3,7 +3,7 @@
 `admin` tokens see everything. `tenant` tokens manage and read one tenant's keys and usage;
 objects of any other tenant answer 404, so a tenant learns nothing about the others.
 
-The token itself is identified in front of the app (`control/access/`), before any body is
+The token itself is identified in front of the app (`control/api/access/`), before any body is
 read; `authenticate` turns that identity into the caller and its role, here and only here.
 """
 
@@ -15,9 +15,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from control.access.gate import IDENTITY
-from control.access.identify import Identity, bearer_token, identify
-from control.caller import Caller, Role
+from control.api.access.gate import IDENTITY
+from control.api.access.identify import Identity, bearer_token, identify
+from control.api.caller import Caller, Role
 from control.context import context_of
 
 TOKEN_PREFIX = "sgt_"

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import update
 from sqlalchemy.exc import SQLAlchemyError
 
+from control.api.errors import RateLimited, TenantDisabled, Unauthorized
 from control.context import ControlContext
-from control.errors import RateLimited, TenantDisabled, Unauthorized
 from control.tenants.models import Tenant
 from control.timeutil import utcnow
 from control.tokens import repository

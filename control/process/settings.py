@@ -24,12 +24,12 @@ from pydantic import (
 )
 from sqlalchemy.engine import make_url
 
+from control.api.errors import StartupError, validation_fields
 from control.db import DEFAULT_URL
 from control.diagnosis.settings import DoctorSettings
-from control.errors import StartupError, validation_fields
-from control.listen import HostPort
 from control.pools.schemas import PoolCreate
 from control.prices.schemas import PriceCreate
+from control.process.listen import HostPort
 from control.providers.schemas import ProviderCreate
 from control.routes.schemas import RouteCreate
 from control.tenants.schemas import TenantCreate

@@ -18,12 +18,12 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from control.api.errors import StartupError
+from control.bridge.state import get_setting, put_setting
 from control.crypto import CredentialCipher
-from control.errors import StartupError
 from control.keys.models import ApiKey
+from control.process.settings import Settings
 from control.providers.models import Provider
-from control.settings import Settings
-from control.state import get_setting, put_setting
 from control.tokens.hashing import HMAC_SHA256
 from control.tokens.models import AdminToken
 

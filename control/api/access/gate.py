@@ -5,7 +5,7 @@ make this process, which the data plane shares, buffer a body of any size before
 For every `/v1/admin` request the token is identified from the head alone (`identify.py`): a
 missing, unknown, expired or rate-limited token, or one of a disabled tenant, is answered at once
 and the body is never read (the server then closes the connection). The identity is handed to
-`control.security.authenticate` in the request's scope, which works out the role.
+`control.api.security.authenticate` in the request's scope, which works out the role.
 
 Then, for every request: a Content-Length over `admin.max_body_bytes` is refused with 413 before
 reading; a chunked body is read here, counted, and refused with 413 as soon as it passes the cap
@@ -24,9 +24,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from control.access.identify import bearer_token, identify
+from control.api.access.identify import bearer_token, identify
+from control.api.errors import ControlError, PayloadTooLarge, error_response
 from control.context import ControlContext
-from control.errors import ControlError, PayloadTooLarge, error_response
 
 GUARDED = "/v1/admin"
 # A scope key of our own: the scope is the request's alone (a server may share `state` dicts).

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from control.settings import AdminSettings
+from control.process.settings import AdminSettings
 
 
 class TokenBuckets:
