@@ -56,7 +56,7 @@ fn bucket_check(c: &mut Criterion) {
     c.bench_function("limiter check: RPM + TPM charge over 10k keys", |b| {
         b.iter(|| {
             i = (i + 1) % states.len();
-            let scopes = [Scope { name: "key", limits: &limits, state: &states[i], quota: None }];
+            let scopes = [Scope { name: "key", id: "k", limits: &limits, state: &states[i], quota: None }];
             let estimate = Estimate { tokens: 500, cost_micros: 0, now: 0 };
             black_box(limits::admit_request(&scopes).and_then(|mut held| {
                 limits::admit_tokens(&mut held, &scopes, estimate)?;

@@ -29,6 +29,8 @@ pub enum CoreError {
     Config(#[from] ConfigError),
     #[error("key changes need a whole config first")]
     NoConfig,
+    #[error("fleet: {0}")]
+    Fleet(String),
     #[error("usage journal {path}: {source}")]
     Journal { path: String, source: std::io::Error },
 }
@@ -114,6 +116,9 @@ impl Core {
             let counters = shared.metrics.global.connections.clone();
             // Health checks live and die with the runtime.
             tokio::spawn(crate::routing::health_check::run(shared.config.clone()));
+            if let Some(fleet) = shared.fleet.get() {
+                tokio::spawn(crate::fleet::housekeeping(fleet.clone()));
+            }
             tokio::spawn(crate::stats::sample_load(shared.config.clone()));
             let handler = move |req| proxy::handle(shared.clone(), req);
             server::serve(listener, settings, counters, handler, stop).await
@@ -139,7 +144,8 @@ impl Core {
         };
         self.shared.set_draining(true);
         let addr = running.addr;
-        running.stop(grace);
+        running
+            .stop_with(grace, self.shared.fleet.get().cloned().map(|fleet| async move { fleet.release_all().await }));
         tracing::info!(addr = %addr, "data plane stopped");
     }
 
@@ -147,6 +153,31 @@ impl Core {
     /// no upstream connection may reach.
     pub fn guard_listeners(&self, addrs: &[SocketAddr]) {
         self.shared.registry.guard.add_listeners(addrs);
+    }
+
+    /// Share this replica's limits with the fleet through Redis (before `start`).
+    pub fn join_fleet(&self, settings: crate::fleet::FleetSettings) -> Result<(), CoreError> {
+        if self.is_running() {
+            return Err(CoreError::Fleet("join the fleet before the core starts".into()));
+        }
+        let fleet = crate::fleet::Fleet::new(settings).map_err(CoreError::Fleet)?;
+        self.shared.fleet.set(fleet).map_err(|_| CoreError::Fleet("the core has joined a fleet already".into()))
+    }
+
+    /// The live replicas of the fleet (from the control plane's heartbeats): the divisor of the
+    /// local shares while Redis is away.
+    pub fn set_fleet_size(&self, replicas: u32) {
+        if let Some(fleet) = self.shared.fleet.get() {
+            fleet.set_replicas(replicas);
+        }
+    }
+
+    /// The fleet as this replica sees it (JSON), or `null` outside a fleet.
+    pub fn fleet_status_json(&self) -> String {
+        match self.shared.fleet.get() {
+            Some(fleet) => serde_json::to_string(&fleet.status()).unwrap_or_else(|_| "null".into()),
+            None => "null".into(),
+        }
     }
 
     /// Whether `/readyz` on the data port says ready (requests are served either way).
@@ -276,6 +307,9 @@ impl Core {
             "Usage events waiting for the drainer.",
             self.shared.usage.pending() as f64,
         ));
+        if let Some(fleet) = self.shared.fleet.get() {
+            families.extend(crate::fleet::metric_families(fleet));
+        }
         families.push(FamilySnapshot::gauge(
             "sluicegate_config_version",
             "Version of the config snapshot in force (0 before the first).",

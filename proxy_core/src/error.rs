@@ -77,6 +77,7 @@ kinds! {
     TenantShareExceeded => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "overloaded", "overloaded_error", "tenant_share");
     NotConfigured => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "not_configured", "overloaded_error", "not_configured");
     UsageBacklog => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "usage_backlog", "overloaded_error", "usage_backlog");
+    LimitsUnavailable => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "limits_unavailable", "overloaded_error", "limits_unavailable");
     BodyBudget => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "overloaded", "overloaded_error", "body_budget");
     ShuttingDown => (SERVICE_UNAVAILABLE, Internal, "overloaded_error", "shutting_down", "overloaded_error", "shutting_down");
     UpstreamConnect => (BAD_GATEWAY, Upstream, "upstream_error", "upstream_connect_error", "api_error", "upstream_connect");

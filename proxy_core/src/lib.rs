@@ -12,6 +12,7 @@ pub mod core;
 pub mod dist;
 pub mod endpoint;
 pub mod error;
+pub mod fleet;
 pub mod limits;
 pub mod loadgen;
 pub mod metrics;

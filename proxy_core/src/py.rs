@@ -48,6 +48,7 @@ fn core_error(e: CoreError) -> PyErr {
         CoreError::Start(_) => StartError::new_err(e.to_string()),
         CoreError::AlreadyRunning(_) => StateError::new_err(e.to_string()),
         CoreError::Journal { .. } => JournalError::new_err(e.to_string()),
+        CoreError::Fleet(_) => StateError::new_err(e.to_string()),
     }
 }
 
@@ -137,6 +138,45 @@ impl PyCore {
         let core = self.inner.clone();
         let listen = listen_addr.to_string();
         py.detach(move || core.start(&listen)).map(|addr| addr.to_string()).map_err(core_error)
+    }
+
+    /// Share this replica's limits with a fleet through Redis (before `start`). `replica` names
+    /// this process in the store (unique per start); `fail_closed` lists the limit kinds
+    /// (`rpm`, `tpm`, `concurrency`, `quota`) refused rather than shared locally while Redis is
+    /// away; `timeout_ms` is the longest wait for Redis on the request path.
+    #[pyo3(signature = (redis_url, *, prefix, replica, fail_closed=Vec::new(), timeout_ms=50))]
+    fn join_fleet(
+        &self,
+        redis_url: String,
+        prefix: String,
+        replica: String,
+        fail_closed: Vec<String>,
+        timeout_ms: u64,
+    ) -> PyResult<()> {
+        let fail_closed =
+            crate::fleet::FailClosed::parse(&fail_closed).map_err(pyo3::exceptions::PyValueError::new_err)?;
+        if timeout_ms == 0 || prefix.is_empty() || replica.is_empty() {
+            return Err(pyo3::exceptions::PyValueError::new_err("timeout_ms, prefix and replica must not be empty"));
+        }
+        let settings = crate::fleet::FleetSettings {
+            redis_url,
+            prefix,
+            replica,
+            fail_closed,
+            timeout: Duration::from_millis(timeout_ms),
+        };
+        self.inner.join_fleet(settings).map_err(core_error)
+    }
+
+    /// The live replicas of the fleet: what the local shares divide by while Redis is away.
+    fn set_fleet_size(&self, replicas: u32) {
+        self.inner.set_fleet_size(replicas);
+    }
+
+    /// The fleet as this replica sees it (JSON: mode, replicas, Redis calls...), or `null`.
+    #[getter]
+    fn fleet_status(&self) -> String {
+        self.inner.fleet_status_json()
     }
 
     /// Tell load balancers (through `GET /readyz` on the data port) to stop or resume sending new

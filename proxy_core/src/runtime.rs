@@ -71,10 +71,19 @@ impl Served {
 
     /// Stop accepting, give open requests `grace`, then shut the runtime down and join it.
     pub fn stop(self, grace: Duration) {
+        self.stop_with(grace, None::<std::future::Ready<()>>);
+    }
+
+    /// Stop as `stop` does, then run `last` on the runtime (bounded to a few seconds) before it is
+    /// shut down: what a server must give back once no request runs any more.
+    pub fn stop_with<F: Future<Output = ()>>(self, grace: Duration, last: Option<F>) {
         let _ = self.stop.send(Some(grace));
         let task = self.task;
         self.runtime.block_on(async move {
             let _ = tokio::time::timeout(grace + Duration::from_secs(1), task).await;
+            if let Some(last) = last {
+                let _ = tokio::time::timeout(Duration::from_secs(3), last).await;
+            }
         });
         self.runtime.shutdown_timeout(Duration::from_secs(2));
     }

@@ -10,10 +10,12 @@
 
 mod concurrency;
 mod gcra;
+mod leased;
 mod quota;
 
 pub use concurrency::{Concurrency, Slot};
 pub use gcra::{Gcra, Level, Rate, Refusal};
+pub use leased::{Allowance, LeaseHold, Leased, QuotaChunk, Slots};
 pub use quota::{period_start, Exhausted, QuotaHold, QuotaState};
 
 use std::sync::Arc;
@@ -29,18 +31,27 @@ pub struct LimitState {
     pub rpm: Gcra,
     pub tpm: Gcra,
     pub concurrency: Arc<Concurrency>,
+    /// What this replica holds of the fleet-wide limits (a fleet only).
+    pub leased: Leased,
 }
 
 impl Default for LimitState {
     fn default() -> Self {
         let base = Instant::now();
-        Self { rpm: Gcra::new(base), tpm: Gcra::new(base), concurrency: Arc::new(Concurrency::default()) }
+        Self {
+            rpm: Gcra::new(base),
+            tpm: Gcra::new(base),
+            concurrency: Arc::new(Concurrency::default()),
+            leased: Leased::default(),
+        }
     }
 }
 
 /// One scope (key or tenant) to check: its configured limits and quota, and their state.
 pub struct Scope<'a> {
     pub name: &'static str,
+    /// The key's or tenant's id (with `name`, its name in a fleet's shared store).
+    pub id: &'a str,
     pub limits: &'a Limits,
     pub state: &'a Arc<LimitState>,
     pub quota: Option<(&'a QuotaConfig, &'a Arc<QuotaState>)>,
@@ -55,11 +66,11 @@ pub struct Estimate {
     pub now: i64,
 }
 
-fn rpm_rate(l: &Limits) -> Option<Rate> {
+pub fn rpm_rate(l: &Limits) -> Option<Rate> {
     l.rpm.map(|per_minute| Rate { per_minute, burst: l.rpm_burst.unwrap_or(per_minute) })
 }
 
-fn tpm_rate(l: &Limits) -> Option<Rate> {
+pub fn tpm_rate(l: &Limits) -> Option<Rate> {
     l.tpm.map(|per_minute| Rate { per_minute, burst: l.tpm_burst.unwrap_or(per_minute) })
 }
 
@@ -73,6 +84,8 @@ struct TokenCharge {
 #[derive(Default)]
 pub struct Held {
     slots: Vec<Slot>,
+    /// What was taken from fleet-wide limits (a fleet only).
+    leases: Vec<LeaseHold>,
     /// RPM charges, given back if the request is refused by a later limit.
     rpm: Vec<(Arc<LimitState>, Rate)>,
     tokens: Vec<TokenCharge>,
@@ -95,11 +108,45 @@ impl Held {
         for hold in self.quotas.drain(..) {
             hold.settle(actual_tokens, actual_cost_micros);
         }
+        let actual =
+            (i64::try_from(actual_tokens).unwrap_or(i64::MAX), i64::try_from(actual_cost_micros).unwrap_or(i64::MAX));
+        for lease in &mut self.leases {
+            lease.settle(Some(actual));
+        }
+    }
+
+    /// Keep what a fleet-wide limit gave this request.
+    pub fn lease(&mut self, hold: LeaseHold) {
+        self.leases.push(hold);
+    }
+
+    /// Keep a local charge taken against a share of a fleet-wide limit (the store away).
+    pub fn local(&mut self, charge: LocalCharge) {
+        match charge {
+            LocalCharge::Slot(slot) => self.slots.push(slot),
+            LocalCharge::Rpm(state, rate) => self.rpm.push((state, rate)),
+            LocalCharge::Tpm(state, rate) => self.tokens.push(TokenCharge { state, rate }),
+        }
+    }
+
+    /// Record the estimate reserved by the token limits.
+    pub fn reserve(&mut self, tokens: u64) {
+        self.reserved = tokens;
+    }
+
+    /// Give back everything but the slots (a limit refused the request).
+    pub fn refund_all(&mut self) {
+        self.refund();
     }
 
     /// Undo the token and quota charges and the RPM charges (the request was refused by a
     /// limit); the concurrency slots go when `self` is dropped.
     fn refund(&mut self) {
+        if !self.settled {
+            for lease in &mut self.leases {
+                lease.settle(None);
+            }
+        }
         self.settle(0, 0);
         for (state, rate) in self.rpm.drain(..) {
             state.rpm.settle(rate, -1);
@@ -107,7 +154,20 @@ impl Held {
     }
 }
 
-fn limited(kind: ErrorKind, scope: &str, what: &str, refusal: Option<Refusal>, info: RateLimitInfo) -> GatewayError {
+/// A charge against a local share of a fleet-wide limit while the shared store is away.
+pub enum LocalCharge {
+    Slot(Slot),
+    Rpm(Arc<LimitState>, Rate),
+    Tpm(Arc<LimitState>, Rate),
+}
+
+pub fn limited(
+    kind: ErrorKind,
+    scope: &str,
+    what: &str,
+    refusal: Option<Refusal>,
+    info: RateLimitInfo,
+) -> GatewayError {
     let retry_after = refusal.and_then(|r| r.retry_after);
     let mut error = GatewayError::new(kind, format!("{scope} {what}")).with_rate_limit(info);
     match (refusal, retry_after) {
@@ -248,8 +308,8 @@ mod tests {
         let tenant = limits(Some(100), Some(1000), None);
         let key = limits(Some(100), Some(300), Some(5));
         let scopes = [
-            Scope { name: "tenant", limits: &tenant, state: &tenant_state, quota: None },
-            Scope { name: "key", limits: &key, state: &key_state, quota: None },
+            Scope { name: "tenant", id: "t", limits: &tenant, state: &tenant_state, quota: None },
+            Scope { name: "key", id: "k", limits: &key, state: &key_state, quota: None },
         ];
         let held = admit(&scopes, est(200)).unwrap();
         // The key's TPM refuses the second: nothing of it stays charged anywhere.
@@ -267,7 +327,7 @@ mod tests {
     async fn settle_after_usage_frees_the_unused_estimate() {
         let state = Arc::new(LimitState::default());
         let key = limits(None, Some(1000), None);
-        let scopes = [Scope { name: "key", limits: &key, state: &state, quota: None }];
+        let scopes = [Scope { name: "key", id: "k", limits: &key, state: &state, quota: None }];
         let mut held = admit(&scopes, est(900)).unwrap();
         assert!(admit(&scopes, est(200)).is_err());
         held.settle(100, 0);
@@ -280,7 +340,7 @@ mod tests {
     async fn concurrency_and_oversized_requests() {
         let state = Arc::new(LimitState::default());
         let key = limits(None, Some(100), Some(1));
-        let scopes = [Scope { name: "key", limits: &key, state: &state, quota: None }];
+        let scopes = [Scope { name: "key", id: "k", limits: &key, state: &state, quota: None }];
         let first = admit(&scopes, est(10)).unwrap();
         assert_eq!(admit(&scopes, est(10)).err().unwrap().kind, ErrorKind::ConcurrencyExceeded);
         drop(first);

@@ -24,6 +24,7 @@ use crate::clock::unix_now;
 use crate::config::{KeyEntry, Priority, Route, Snapshot};
 use crate::endpoint::{Endpoint, Flavor};
 use crate::error::{ErrorKind, GatewayError};
+use crate::fleet;
 use crate::limits::{self, Estimate, Scope};
 
 /// Output tokens reserved for a request that gives no max_tokens on a route without a maximum.
@@ -204,12 +205,14 @@ fn key_scopes(key: &KeyEntry) -> [Scope<'_>; 2] {
     [
         Scope {
             name: "tenant",
+            id: &tenant.id,
             limits: &tenant.limits,
             state: &tenant.limit_state,
             quota: tenant.quota.as_ref().map(|q| (q, &tenant.quota_state)),
         },
         Scope {
             name: "key",
+            id: &key.id,
             limits: &key.limits,
             state: &key.limit_state,
             quota: key.quota.as_ref().map(|q| (q, &key.quota_state)),
@@ -252,7 +255,10 @@ async fn process(
     let deadline = client_deadline(&parts.headers, arrived)?;
     // The key's concurrency slot and RPM before its body is read: a key at its limits cannot
     // make the gateway buffer bodies.
-    let mut held = limits::admit_request(&key_scopes(&key))?;
+    let mut held = match shared.fleet.get() {
+        Some(fleet) => fleet::admit_request(fleet, &key_scopes(&key)).await?,
+        None => limits::admit_request(&key_scopes(&key))?,
+    };
     let settings = &shared.settings;
     let body_limits =
         BodyLimits { cap: settings.max_body_bytes, timeout: settings.body_read_timeout, budget: &shared.body_budget };
@@ -291,7 +297,11 @@ async fn process(
     // What the upstream may produce is what is reserved: the cap goes into the body it gets.
     let scopes = key_scopes(&key);
     let output_cap = output_cap(endpoint, &peeked, &route, limits::counts_tokens(&scopes));
-    limits::admit_tokens(&mut held, &scopes, estimate(endpoint, &peeked, &route, output_cap, unix))?;
+    let estimate = estimate(endpoint, &peeked, &route, output_cap, unix);
+    match shared.fleet.get() {
+        Some(fleet) => fleet::admit_tokens(fleet, &mut held, &scopes, estimate).await?,
+        None => limits::admit_tokens(&mut held, &scopes, estimate)?,
+    }
     let ctx = RequestCtx {
         shared: shared.clone(),
         request_id: request_id.clone(),

@@ -2,7 +2,7 @@
 //! state, metrics, the usage sink and the server settings.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
@@ -10,6 +10,7 @@ use arc_swap::ArcSwapOption;
 use super::body::BodyBudget;
 use crate::access_log::AccessLog;
 use crate::config::{Registry, SnapshotCell};
+use crate::fleet::Fleet;
 use crate::metrics::Metrics;
 use crate::server::ConnSettings;
 use crate::upstream::AddressGuard;
@@ -52,6 +53,8 @@ pub struct Shared {
     pub access_log: Option<AccessLog>,
     /// Request body bytes held by all requests (`settings.max_body_bytes_in_flight`).
     pub body_budget: Arc<BodyBudget>,
+    /// The fleet whose limits this replica shares, once it joined one.
+    pub fleet: OnceLock<Arc<Fleet>>,
     pub settings: ServerSettings,
     draining: AtomicBool,
     /// Cleared by the control plane when a load balancer should stop sending new traffic (the
@@ -69,6 +72,7 @@ impl Shared {
             usage,
             access_log,
             body_budget: BodyBudget::new(settings.max_body_bytes_in_flight),
+            fleet: OnceLock::new(),
             settings,
             draining: AtomicBool::new(false),
             ready: AtomicBool::new(true),
