@@ -259,3 +259,22 @@ def test_copies_keep_the_governor_and_take_their_own_policy(stack: Stack) -> Non
         )
     assert len(stack.records(expect=1)) == 1
     assert governor.stats()["attempts"]["max"] == 1
+
+
+def test_a_given_http_client_is_governed_in_place_and_a_legacy_one_refused(stack: Stack) -> None:
+    import httpx
+    import httpx2
+
+    governor = sc.Governor(export=False)
+    own = httpx2.Client(timeout=30)
+    sdk = sc.OpenAI(
+        base_url=stack.openai_url, api_key=stack.key.secret, http_client=own, governor=governor
+    )
+    sdk.chat.completions.create(model="gpt", max_tokens=1, messages=HELLO)
+    assert governor.stats()["calls"]["ok"] == 1
+    again = sc.OpenAI(base_url=stack.openai_url, api_key=stack.key.secret, http_client=own)
+    assert again.governor is governor  # a governed client keeps its governor
+    with pytest.raises(ValueError):
+        sc.OpenAI(api_key="x", http_client=own, governor=sc.Governor(export=False))
+    with pytest.raises(TypeError):
+        sc.OpenAI(api_key="x", http_client=httpx.Client())

@@ -24,6 +24,11 @@ def _govern(
 ) -> Governor:
     """Wrap the client's transports (its default one and its mounts, e.g. proxies); a client
     governed already keeps its governor."""
+    if not isinstance(http_client, httpx2.Client | httpx2.AsyncClient):
+        raise TypeError(
+            "sluicegate.client governs httpx2 clients (the SDKs' own); "
+            f"got {type(http_client).__module__}.{type(http_client).__name__}"
+        )
     mounts: dict[Any, Any] | None = getattr(http_client, "_mounts", None)
     if not hasattr(http_client, "_transport") or mounts is None:
         raise TypeError("sluicegate.client cannot govern this http_client: no _transport/_mounts")
