@@ -11,8 +11,8 @@ from collections.abc import Callable
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from sluicegate.client import CallRecord, Governor, OpenAI
-from sluicegate.stats import percentile
 
+from control.usage.stats import nearest_rank
 from tests.client.conftest import HELLO, Stack
 
 CALLS = 20
@@ -75,10 +75,10 @@ def test_client_ttft_and_tpot_agree_with_the_gateways_usage_rows(
         assert abs(call.tpot_ms - event["tpot_ms"]) <= (share + HICCUP_MS) / (TOKENS - 1)
     # The summaries agree at the P50 (the client's buckets are 1% wide).
     stats = governor.stats()
-    share_p50 = percentile(shares, 50)
+    share_p50 = nearest_rank(sorted(shares), 0.5)
     assert share_p50 is not None
     for stage, scale in (("ttft_ms", 1.0), ("tpot_ms", 1.0 / (TOKENS - 1))):
-        gateway_p50 = percentile([e[stage] for e in events.values()], 50)
+        gateway_p50 = nearest_rank(sorted(e[stage] for e in events.values()), 0.5)
         client_p50 = stats[stage]["p50"]
         assert gateway_p50 is not None and client_p50 is not None
         bound = (share_p50 + 1.0) * scale + 0.01 * gateway_p50

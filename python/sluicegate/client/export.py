@@ -10,16 +10,27 @@ from __future__ import annotations
 import importlib.util
 import threading
 import weakref
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
-from sluicegate.client.measure import TTFT_BOUNDS_MS, CallRecord
+from sluicegate.client.budget import RetryBudget
+from sluicegate.client.gate import Gate
+from sluicegate.client.measure import TTFT_BOUNDS_MS, CallRecord, Recorder
 
-if TYPE_CHECKING:
-    from sluicegate.client.governor import Governor
+
+class Exported(Protocol):
+    """What is published of a governor (which imports this module, not the reverse)."""
+
+    name: str
+    gate: Gate
+    budget: RetryBudget
+    recorder: Recorder
+
+    def subscribe(self, listener: Callable[[CallRecord], None]) -> Callable[[], None]: ...
+
 
 _lock = threading.Lock()
-_governors: weakref.WeakSet[Governor] = weakref.WeakSet()
+_governors: weakref.WeakSet[Exported] = weakref.WeakSet()
 _prometheus_registered = False
 _otel_instruments: dict[str, Any] | None = None
 
@@ -42,7 +53,7 @@ def _installed(module: str) -> bool:
         return False
 
 
-def attach(governor: Governor) -> None:
+def attach(governor: Exported) -> None:
     with _lock:
         _governors.add(governor)
         if _installed("prometheus_client"):

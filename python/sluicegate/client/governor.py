@@ -11,6 +11,7 @@ import time
 import weakref
 from collections.abc import Callable
 
+from sluicegate.client import export as exporters
 from sluicegate.client.budget import RetryBudget
 from sluicegate.client.gate import Gate
 from sluicegate.client.measure import CallRecord, Recorder
@@ -50,8 +51,6 @@ class Governor:
         self.recorder = Recorder()
         _live.add(self)
         if export:
-            from sluicegate.client import export as exporters
-
             exporters.attach(self)
 
     def subscribe(self, listener: Callable[[CallRecord], None]) -> Callable[[], None]:

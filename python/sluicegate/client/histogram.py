@@ -15,8 +15,9 @@ _LOG_GROWTH = math.log(GROWTH)
 
 
 def _rank(count: int, q: float) -> int:
-    """Nearest rank of percentile q (0..100) among `count` values, 1-based."""
-    return max(1, math.ceil(q / 100 * count))
+    """The 1-based nearest rank of percentile q (0..100) among `count` values: the rule of
+    `control.usage.stats.rank`, which the client may not import (no control plane here)."""
+    return min(max(1, math.ceil(q / 100 * count - 1e-9)), count)
 
 
 class Histogram:
