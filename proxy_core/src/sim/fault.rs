@@ -5,8 +5,8 @@ use std::str::FromStr;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fault {
-    /// Answer with this status and an error body (429 carries `retry-after`).
-    Status { code: u16, retry_after: Option<f64> },
+    /// Answer with this status and an error body, and the retry headers asked for.
+    Status(StatusFault),
     /// Never send response headers.
     Hang,
     /// Stream `after` tokens, then go silent.
@@ -19,6 +19,54 @@ pub enum Fault {
     Malformed { after: u32 },
     /// Leave the usage out (no usage chunk, no usage object).
     NoUsage,
+}
+
+/// How a status fault says when to come back: the header forms clients must understand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryAfterAs {
+    /// `retry-after` in whole seconds (rounded up) and `retry-after-ms`, as the gateway sends.
+    Both,
+    /// `retry-after` in whole seconds (rounded up) only.
+    Seconds,
+    /// `retry-after` as an HTTP date only.
+    Date,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusFault {
+    pub code: u16,
+    pub retry_after: Option<f64>,
+    pub retry_after_as: RetryAfterAs,
+    /// `x-should-retry: true|false`, the official SDKs' retry override.
+    pub should_retry: Option<bool>,
+}
+
+impl StatusFault {
+    /// The retry headers of the answer, for a response sent at `now`.
+    pub fn headers(&self, now: std::time::SystemTime) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if let Some(after) = self.retry_after {
+            match self.retry_after_as {
+                RetryAfterAs::Both | RetryAfterAs::Seconds => {
+                    out.push(("retry-after", format!("{}", after.ceil() as u64)));
+                }
+                RetryAfterAs::Date => {
+                    // An HTTP date has whole seconds: the next one at or after the wait.
+                    let at = now + std::time::Duration::from_secs_f64(after);
+                    let secs = at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs_f64().ceil() as u64);
+                    let rounded = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+                    out.push(("retry-after", httpdate::fmt_http_date(rounded)));
+                }
+            }
+            if self.retry_after_as == RetryAfterAs::Both {
+                out.push(("retry-after-ms", format!("{}", (after * 1000.0).round() as u64)));
+            }
+        }
+        if let Some(retry) = self.should_retry {
+            out.push(("x-should-retry", retry.to_string()));
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -56,7 +104,7 @@ impl FromStr for FaultSpec {
             }
         };
         let known: &[&str] = match kind {
-            "status" => &["code", "retry_after"],
+            "status" => &["code", "retry_after", "retry_after_as", "should_retry"],
             "hang" | "no_usage" => &[],
             "hang_after" | "malformed" => &["after"],
             "cut" => &["after", "done"],
@@ -77,7 +125,22 @@ impl FromStr for FaultSpec {
                     return Err(format!("{s:?}: code must be 4xx or 5xx"));
                 }
                 let retry_after = get("retry_after").map(|_| num("retry_after", None)).transpose()?;
-                Fault::Status { code: code as u16, retry_after }
+                let retry_after_as = match get("retry_after_as") {
+                    None | Some("both") => RetryAfterAs::Both,
+                    Some("seconds") => RetryAfterAs::Seconds,
+                    Some("date") => RetryAfterAs::Date,
+                    Some(other) => return Err(format!("{s:?}: retry_after_as={other:?} is not both, seconds or date")),
+                };
+                if retry_after.is_none() && get("retry_after_as").is_some() {
+                    return Err(format!("{s:?}: retry_after_as needs retry_after="));
+                }
+                let should_retry = match get("should_retry") {
+                    None => None,
+                    Some("true") => Some(true),
+                    Some("false") => Some(false),
+                    Some(other) => return Err(format!("{s:?}: should_retry={other:?} is not true or false")),
+                };
+                Fault::Status(StatusFault { code: code as u16, retry_after, retry_after_as, should_retry })
             }
             "hang" => Fault::Hang,
             "hang_after" => Fault::HangAfter { after: num("after", None)? as u32 },
@@ -96,7 +159,7 @@ impl FromStr for FaultSpec {
 /// The faults one request suffers; each kind at most once.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FaultSet {
-    pub status: Option<(u16, Option<f64>)>,
+    pub status: Option<StatusFault>,
     pub hang: bool,
     pub hang_after: Option<u32>,
     pub cut: Option<(u32, bool)>,
@@ -110,7 +173,7 @@ pub struct FaultSet {
 impl FaultSet {
     pub fn add(&mut self, fault: &Fault) {
         match *fault {
-            Fault::Status { code, retry_after } => self.status = Some((code, retry_after)),
+            Fault::Status(ref status) => self.status = Some(status.clone()),
             Fault::Hang => self.hang = true,
             Fault::HangAfter { after } => self.hang_after = Some(after),
             Fault::Cut { after, done } => self.cut = Some((after, done)),
@@ -148,10 +211,23 @@ mod tests {
 
     #[test]
     fn specs_parse_with_defaults_and_refuse_mistakes() {
+        let status = |code, retry_after, retry_after_as, should_retry| {
+            Fault::Status(StatusFault { code, retry_after, retry_after_as, should_retry })
+        };
         assert_eq!(
             "status=0.1,code=429,retry_after=2".parse::<FaultSpec>().unwrap(),
-            FaultSpec { fault: Fault::Status { code: 429, retry_after: Some(2.0) }, rate: 0.1 }
+            FaultSpec { fault: status(429, Some(2.0), RetryAfterAs::Both, None), rate: 0.1 }
         );
+        assert_eq!(
+            "status,code=503,retry_after=1.5,retry_after_as=date,should_retry=false"
+                .parse::<FaultSpec>()
+                .unwrap()
+                .fault,
+            status(503, Some(1.5), RetryAfterAs::Date, Some(false))
+        );
+        assert!("status,retry_after_as=date".parse::<FaultSpec>().is_err());
+        assert!("status,retry_after=1,retry_after_as=hours".parse::<FaultSpec>().is_err());
+        assert!("status,should_retry=maybe".parse::<FaultSpec>().is_err());
         assert_eq!("cut,after=3".parse::<FaultSpec>().unwrap().fault, Fault::Cut { after: 3, done: false });
         assert_eq!("cut,after=3,done=true".parse::<FaultSpec>().unwrap().fault, Fault::Cut { after: 3, done: true });
         assert!("cut".parse::<FaultSpec>().is_err());
@@ -159,6 +235,32 @@ mod tests {
         assert!("explode".parse::<FaultSpec>().is_err());
         assert!("hang=2".parse::<FaultSpec>().is_err());
         assert!("status,code=200".parse::<FaultSpec>().is_err());
+    }
+
+    #[test]
+    fn status_headers_in_each_form() {
+        let now = std::time::UNIX_EPOCH + std::time::Duration::from_millis(784_111_777_250);
+        let fault = |retry_after_as, should_retry| StatusFault {
+            code: 429,
+            retry_after: Some(1.2),
+            retry_after_as,
+            should_retry,
+        };
+        assert_eq!(
+            fault(RetryAfterAs::Both, None).headers(now),
+            vec![("retry-after", "2".to_string()), ("retry-after-ms", "1200".to_string())]
+        );
+        assert_eq!(
+            fault(RetryAfterAs::Seconds, Some(true)).headers(now),
+            vec![("retry-after", "2".to_string()), ("x-should-retry", "true".to_string())]
+        );
+        // 784111777.25 s + 1.2 s, rounded up to a whole second: 784111779 (RFC 9110's example + 2).
+        assert_eq!(
+            fault(RetryAfterAs::Date, None).headers(now),
+            vec![("retry-after", "Sun, 06 Nov 1994 08:49:39 GMT".to_string())]
+        );
+        let bare = StatusFault { code: 503, retry_after: None, retry_after_as: RetryAfterAs::Both, should_retry: None };
+        assert!(bare.headers(now).is_empty());
     }
 
     #[test]

@@ -206,18 +206,16 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         }
     };
     record.line.faults = faults.names.clone();
-    if let Some((code, retry_after)) = faults.status {
+    if let Some(fault) = &faults.status {
+        let code = fault.code;
         record.outcome = Some("status");
         record.line.status = code;
         record.line.prompt_tokens = 0;
         let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = full(status, "application/json", error_body(endpoint, code, "simulated failure"));
-        if let Some(after) = retry_after {
-            if let Ok(v) = HeaderValue::from_str(&format!("{}", after.ceil() as u64)) {
-                response.headers_mut().insert("retry-after", v);
-            }
-            if let Ok(v) = HeaderValue::from_str(&format!("{}", (after * 1000.0).round() as u64)) {
-                response.headers_mut().insert("retry-after-ms", v);
+        for (name, value) in fault.headers(std::time::SystemTime::now()) {
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                response.headers_mut().insert(name, v);
             }
         }
         return response;

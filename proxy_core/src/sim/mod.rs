@@ -9,7 +9,7 @@ mod stream;
 mod timing;
 mod wire;
 
-pub use fault::{Fault, FaultSet, FaultSpec};
+pub use fault::{Fault, FaultSet, FaultSpec, RetryAfterAs, StatusFault};
 pub use record::RecordLine;
 
 use std::net::SocketAddr;
@@ -33,7 +33,8 @@ use record::Recorder;
     about = "A simulated OpenAI- and Anthropic-compatible model server for tests, benchmarks and load-testing a gateway configuration.",
     after_help = "Distributions (DIST): V or fixed:V, uniform:LO:HI, normal:MEAN:SD, lognormal:MEDIAN:SIGMA, exp:MEAN.\n\
 Faults (SPEC): KIND[=RATE][,key=value...] with KIND one of\n  \
-status[,code=500][,retry_after=S]  hang  hang_after,after=K  cut,after=K[,done=true]\n  \
+status[,code=500][,retry_after=S[,retry_after_as=both|seconds|date]][,should_retry=true|false]\n  \
+hang  hang_after,after=K  cut,after=K[,done=true]\n  \
 drip,ms=N  malformed[,after=K]  no_usage\n\
 Per request, header x-sim-fault: SPEC[;SPEC...] (rate 1) overrides --fault, and\n\
 x-sim-ttft-ms, x-sim-itl-ms, x-sim-output-tokens override the timing model;\n\
