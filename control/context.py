@@ -14,6 +14,7 @@ from control.api.access.ratelimit import AdminRateLimits
 from control.bridge.core_bridge import CoreBridge
 from control.bridge.mutation import Mutator
 from control.crypto import CredentialCipher
+from control.fleet.identity import Replica
 from control.process.listen import HostPort
 from control.process.settings import Settings
 
@@ -37,6 +38,11 @@ class ControlContext:
     drills_changed: threading.Event = field(default_factory=threading.Event)
     # Set when a price version is added: the price activator recomputes its next wake-up.
     prices_changed: threading.Event = field(default_factory=threading.Event)
+    # This process as a replica of the fleet.
+    replica: Replica = field(default_factory=Replica)
+    # The PostgreSQL schema the fleet shares (its notifications and leader lock are named after
+    # it); None with SQLite, where this process is the whole fleet.
+    fleet_schema: str | None = None
 
     def own_endpoints(self) -> set[HostPort]:
         """The gateway's own listeners: upstreams may not point back at them."""

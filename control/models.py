@@ -6,6 +6,7 @@ from control.audit.models import AuditEntry
 from control.bridge.state import ControlState, Setting
 from control.db import Base
 from control.drills.models import Drill
+from control.fleet.models import Replica
 from control.keys.models import ApiKey
 from control.pools.models import Pool, PoolMember
 from control.prices.models import Price
@@ -27,6 +28,7 @@ __all__ = [
     "PoolMember",
     "Price",
     "Provider",
+    "Replica",
     "Route",
     "RouteTarget",
     "Setting",

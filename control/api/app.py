@@ -22,6 +22,7 @@ from control.bridge.core_bridge import CoreBridge
 from control.context import ControlContext
 from control.diagnosis.router import router as diagnosis_router
 from control.drills.router import router as drills_router
+from control.fleet.router import router as fleet_router
 from control.keys.router import router as keys_router
 from control.observability.router import router as metrics_router
 from control.pools.router import router as pools_router
@@ -54,6 +55,7 @@ ROUTERS = (
     config_router,
     status_router,
     diagnosis_router,
+    fleet_router,
 )
 
 DESCRIPTION = """Manage sluicegate: tenants, their API keys, upstream providers, pools, routes,

@@ -117,6 +117,33 @@ class CoreBridge:
         else:
             self._core.drill_member(pool, member, seconds)
 
+    def status_text(self, windows: list[tuple[str, int, int]]) -> str:
+        """The core's windowed status (JSON, histograms included) per `(name, seconds,
+        ends_ago)`."""
+        return self._core.status_snapshot(windows)
+
+    # --- the fleet ------------------------------------------------------------------------------
+
+    def join_fleet(
+        self, redis_url: str, *, prefix: str, replica: str, fail_closed: list[str], timeout_ms: int
+    ) -> None:
+        """Share the limits with the fleet through Redis (before `start`)."""
+        self._core.join_fleet(
+            redis_url,
+            prefix=prefix,
+            replica=replica,
+            fail_closed=fail_closed,
+            timeout_ms=timeout_ms,
+        )
+
+    def set_fleet_size(self, replicas: int) -> None:
+        self._core.set_fleet_size(replicas)
+
+    def fleet_status(self) -> dict[str, Any] | None:
+        """The core's view of the fleet's limits (mode, Redis calls), or None outside a fleet."""
+        status: dict[str, Any] | None = json.loads(self._core.fleet_status)
+        return status
+
     def metrics_families(self) -> dict[str, dict[str, Any]]:
         """The core's metric families by name: {type, help, labels, samples}."""
         families = json.loads(self._core.metrics_snapshot())["families"]

@@ -15,6 +15,10 @@ rebuilding the whole snapshot (over a second at 100k keys).
 
 Changes that act on the core outside the snapshot (drills) register how to undo that action with
 `m.undo_on_failure(...)`: it runs if the transaction does not commit.
+
+In a fleet (PostgreSQL), every committed mutation also notifies the other replicas inside its
+transaction (`control.fleet.channel`); they apply what is committed with `follow()`: the same
+version, the whole snapshot rebuilt from their own read of the database.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from control.audit.redact import redact
 from control.bridge.core_bridge import CoreBridge
 from control.bridge.refusal import locate_fault, refusal_of
 from control.bridge.snapshot import Snapshot, build_key_changes
-from control.bridge.state import ControlState, lock_state
+from control.bridge.state import ControlState, committed_version, lock_state
+from control.fleet.channel import announce
 from control.timeutil import utcnow
 
 log = logging.getLogger("sluicegate.control")
@@ -94,12 +99,16 @@ class Mutator:
         bridge: CoreBridge,
         build: SnapshotBuilder,
         build_keys: KeyChangesBuilder = build_key_changes,
+        *,
+        channel: str | None = None,
     ) -> None:
         self._sessions = sessions
         self._bridge = bridge
         self._build = build
         self._build_keys = build_keys
         self._lock = threading.Lock()
+        # The fleet's notification channel (PostgreSQL), or None for a process on its own.
+        self._channel = channel
         # When the core's keys were last brought up to date (its snapshot or key changes
         # built): keys that expired since are removed with the next key change.
         self._keys_current_at: datetime | None = None
@@ -134,6 +143,8 @@ class Mutator:
                 else:
                     version = self._push(session, state, subject)
                 _add_audit_rows(session, mutation, version)
+                if self._channel is not None:
+                    announce(session, self._channel, {"version": state.config_version})
                 session.flush()
                 session.commit()
             except CoreRejected as rejected:
@@ -217,6 +228,29 @@ class Mutator:
         except Exception:
             log.exception("could not record a refused change in the audit log")
 
+    def follow(self) -> int | None:
+        """Apply what the database committed, if the core runs an older version (another replica
+        committed it). The snapshot is read in one repeatable-read transaction, so it is the
+        state of one version. Returns the version applied, or None if the core was in step.
+        A refusal (a committed version this core cannot run, e.g. during a rolling upgrade)
+        leaves the last good snapshot in force and is raised as `CoreRejected`."""
+        with self._lock, self._sessions() as session:
+            if session.get_bind().dialect.name == "postgresql":
+                session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            version = committed_version(session)
+            current = self._bridge.core_version or 0
+            if version <= current:
+                return None
+            snapshot = self._build(session)
+            try:
+                self._bridge.apply(version, snapshot.payload)
+            except StaleConfigError:
+                return None  # this replica moved past it meanwhile
+            except ConfigError as e:
+                raise core_rejection(e, snapshot, None) from None
+            self._keys_current_at = snapshot.at
+            return version
+
     def apply_current(self) -> int:
         """Build the snapshot of what is committed and apply it under a new version (at start)."""
         with self._lock:
@@ -227,6 +261,8 @@ class Mutator:
             state = lock_state(session)
             state.config_version = max(state.config_version, self._bridge.core_version or 0)
             version = self._push(session, state, None)
+            if self._channel is not None:
+                announce(session, self._channel, {"version": version})
             session.commit()
             return version
 

@@ -46,5 +46,5 @@ def get_diagnosis(
     baseline_seconds: BaselineSeconds = None,
 ) -> DiagnosisOut:
     return service.diagnosis(
-        ctx.bridge, session, caller, ctx.settings.doctor, recent_seconds, baseline_seconds
+        ctx, session, caller, ctx.settings.doctor, recent_seconds, baseline_seconds
     )

@@ -4,6 +4,7 @@ words with the numbers behind it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
@@ -11,6 +12,7 @@ from sqlalchemy.orm import Session
 from control.api.caller import Caller
 from control.api.errors import Validation
 from control.bridge.core_bridge import CoreBridge
+from control.context import ControlContext
 from control.diagnosis.figures import BASELINE, RECENT, SLOT, PoolView, pool_view
 from control.diagnosis.rules import RULES, ms, pct, per_s
 from control.diagnosis.schemas import (
@@ -23,7 +25,7 @@ from control.diagnosis.schemas import (
 from control.diagnosis.settings import HISTORY_SECONDS, SLOT_SECONDS, DoctorSettings
 from control.routes import repository as routes
 from control.status.schemas import WindowSpec
-from control.status.source import read_status
+from control.status.source import peer_readings, read_fleet_status
 from control.timeutil import utcnow
 
 
@@ -103,8 +105,12 @@ def diagnose_pool(v: PoolView, s: DoctorSettings) -> PoolDiagnosis:
     )
 
 
-def diagnose(bridge: CoreBridge, session: Session, s: DoctorSettings) -> DiagnosisOut:
-    core = read_status(bridge, doctor_windows(s))
+def diagnose(
+    bridge: CoreBridge, session: Session, s: DoctorSettings, peers: Sequence[str] = ()
+) -> DiagnosisOut:
+    """The verdict per pool, on the fleet's figures: this replica's reading merged with its
+    `peers`' (what the other live replicas published for the same windows)."""
+    core = read_fleet_status(bridge, doctor_windows(s), list(peers))
     slos = routes.objectives(session)
     pools = [diagnose_pool(pool_view(p, core.routes, slos, s), s) for p in core.pools]
     return DiagnosisOut(
@@ -116,8 +122,15 @@ def diagnose(bridge: CoreBridge, session: Session, s: DoctorSettings) -> Diagnos
     )
 
 
+def fleet_peers(ctx: ControlContext, s: DoctorSettings) -> list[str]:
+    """The readings the other live replicas published for the doctor's windows `s` names."""
+    return peer_readings(
+        ctx.sessions, ctx.replica.id, ctx.settings.fleet.dead_after_ms, doctor_windows(s)
+    )
+
+
 def diagnosis(
-    bridge: CoreBridge,
+    ctx: ControlContext,
     session: Session,
     caller: Caller,
     settings: DoctorSettings,
@@ -136,4 +149,5 @@ def diagnosis(
         raise Validation.field(
             field, "recent_seconds + baseline_seconds must be at most 3600 (the core keeps an hour)"
         )
-    return diagnose(bridge, session, DoctorSettings.model_validate(chosen))
+    doctor = DoctorSettings.model_validate(chosen)
+    return diagnose(ctx.bridge, session, doctor, fleet_peers(ctx, doctor))

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from control.api.deps import ContextDep
 from control.context import ControlContext
-from control.diagnosis.service import diagnose
+from control.diagnosis.service import diagnose, fleet_peers
 from control.observability.collector import SluicegateCollector
 
 router = APIRouter(tags=["health"])
@@ -23,7 +23,9 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 def _advice(ctx: ControlContext) -> dict[str, int]:
     with ctx.sessions() as session:
-        diagnosis = diagnose(ctx.bridge, session, ctx.settings.doctor)
+        diagnosis = diagnose(
+            ctx.bridge, session, ctx.settings.doctor, fleet_peers(ctx, ctx.settings.doctor)
+        )
     return {pool.pool: pool.scale_advice for pool in diagnosis.pools}
 
 

@@ -1,7 +1,9 @@
-"""The one owner of the control plane's background work: the usage drainer, the retention of raw
-usage rows, the price activator and the drill closer. Started by the admin app's lifespan,
-stopped on the way out in reverse order, the drainer last: after the core stopped, it writes and
-acknowledges what the core still holds."""
+"""The one owner of the control plane's background work. Every replica runs its usage drainer,
+its heartbeat and its follower of what the fleet committed (PostgreSQL only: with SQLite this
+process is the whole fleet); the jobs that must run once for the fleet (retention of raw usage
+rows, the price activator, the drill closer) run on the elected leader only (`control.fleet.
+leader`). Started by the admin app's lifespan, stopped on the way out in reverse order, the
+drainer last: after the core stopped, it writes and acknowledges what the core still holds."""
 
 from __future__ import annotations
 
@@ -11,6 +13,10 @@ from collections.abc import Callable
 
 from control.context import ControlContext
 from control.drills.closer import DrillCloser
+from control.fleet.channel import channel_name
+from control.fleet.follower import Follower
+from control.fleet.heartbeat import Heartbeat
+from control.fleet.leader import Leadership
 from control.prices.activator import PriceActivator
 from control.usage.drainer import UsageDrainer, usage_drainer
 from control.usage.retention import RetentionJob
@@ -22,6 +28,19 @@ class BackgroundJobs:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._drainer: UsageDrainer | None = None
+        retention = RetentionJob(ctx.sessions, ctx.settings.usage.raw_retention_days)
+        self.leadership = Leadership(
+            ctx.engine,
+            ctx.fleet_schema,
+            [
+                ("sluicegate-retention", retention.run),
+                ("sluicegate-prices", PriceActivator(ctx).run),
+                ("sluicegate-drills", DrillCloser(ctx).run),
+            ],
+            wake=[ctx.prices_changed, ctx.drills_changed],
+        )
+        schema = ctx.fleet_schema
+        self.follower = Follower(ctx, None if schema is None else channel_name(schema))
 
     def _thread(self, name: str, target: Callable[[threading.Event], None]) -> None:
         thread = threading.Thread(target=target, args=(self._stop,), name=name, daemon=True)
@@ -32,10 +51,10 @@ class BackgroundJobs:
         ctx = self._ctx
         self._drainer = usage_drainer(ctx.bridge, ctx.sessions, ctx.settings.usage)
         self._thread("sluicegate-usage", self._drainer.run)
-        retention = RetentionJob(ctx.sessions, ctx.settings.usage.raw_retention_days)
-        self._thread("sluicegate-retention", retention.run)
-        self._thread("sluicegate-prices", PriceActivator(ctx).run)
-        self._thread("sluicegate-drills", DrillCloser(ctx).run)
+        self._thread("sluicegate-leader", self.leadership.run)
+        self._thread("sluicegate-heartbeat", Heartbeat(ctx, self.follower, self.leadership).run)
+        if ctx.fleet_schema is not None:
+            self._thread("sluicegate-follower", self.follower.run)
 
     def stop(self) -> bool:
         """Stop every job; then the drainer writes and acknowledges what is left, for at most

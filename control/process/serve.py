@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import uvicorn
-from sluicegate._core import Core, JournalError, StartError
+from sluicegate._core import Core, JournalError, StartError, StateError
 
 from control.api.app import announce_admin_token, create_app
 from control.api.errors import StartupError
@@ -105,6 +105,18 @@ def run(config: Path | None) -> int:
 def _serve(settings: Settings, stop: Stop) -> int:
     bridge = CoreBridge(_core(settings))
     ctx, token = prepare(settings, bridge, stop.event)
+    redis = settings.redis
+    if redis.url is not None:
+        try:
+            bridge.join_fleet(
+                redis.url.get_secret_value(),
+                prefix=redis.key_prefix,
+                replica=ctx.replica.id,
+                fail_closed=list(redis.fail_closed),
+                timeout_ms=redis.timeout_ms,
+            )
+        except (StateError, ValueError) as e:
+            raise StartupError(f"cannot join the fleet: {e}") from None
     try:
         admin_sock = _bind(settings.server.admin_listen)
         ctx.admin_port = admin_sock.getsockname()[1]
@@ -117,6 +129,11 @@ def _serve(settings: Settings, stop: Stop) -> int:
             raise StartupError(
                 f"cannot listen on {settings.server.data_listen} (data): {e}"
             ) from None
+        ctx.replica.data_address = data_address
+        ctx.replica.admin_address = _address(admin_sock)
+        ctx.replica.name = (
+            settings.fleet.name or f"{socket.gethostname()}:{data_address.rsplit(':', 1)[-1]}"
+        )
         if token is not None:
             announce_admin_token(token)
         app = create_app(settings, bridge, context=ctx)

@@ -139,6 +139,43 @@ class AdminSettings(Section):
     default_max_keys: int = Field(default=1000, ge=1, le=10_000_000)
 
 
+LimitKind = Literal["rpm", "tpm", "concurrency", "quota"]
+
+
+class RedisSettings(Section):
+    """Redis for a fleet: the counts every replica shares while requests run."""
+
+    # Unset: each replica limits on its own (one process per database).
+    url: SecretStr | None = None
+    # Prefix of every key the fleet writes (several fleets may share one Redis).
+    key_prefix: str = Field(
+        default="sluicegate", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$"
+    )
+    # Longest wait for Redis on the request path before a replica uses its local share.
+    timeout_ms: int = Field(default=50, ge=1, le=10_000)
+    # Limit kinds refused (503) instead of shared locally while Redis is away.
+    fail_closed: list[LimitKind] = []
+
+    @field_validator("fail_closed", mode="before")
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+
+class FleetSettings(Section):
+    """Several `serve` replicas on one PostgreSQL database."""
+
+    # This replica's name in the fleet's views; default: host name and data port.
+    name: str | None = Field(default=None, max_length=200)
+    # How often each replica says it is alive and reads the fleet (and checks the committed
+    # config version, in case a change notification was lost).
+    heartbeat_ms: int = Field(default=1_000, ge=100, le=60_000)
+    # A replica silent this long counts as gone (local shares divide by the live ones).
+    dead_after_ms: int = Field(default=5_000, ge=500, le=600_000)
+
+
 class ProviderBootstrap(ProviderCreate):
     # Read the credential from this environment variable instead of the file.
     credential_env: str | None = None
@@ -161,6 +198,8 @@ class Settings(Section):
     core: CoreSettings = Field(default_factory=lambda: CoreSettings())
     usage: UsageSettings = Field(default_factory=lambda: UsageSettings())
     admin: AdminSettings = Field(default_factory=lambda: AdminSettings())
+    redis: RedisSettings = Field(default_factory=lambda: RedisSettings())
+    fleet: FleetSettings = Field(default_factory=lambda: FleetSettings())
     bootstrap: BootstrapSettings = Field(default_factory=lambda: BootstrapSettings())
     doctor: DoctorSettings = Field(default_factory=lambda: DoctorSettings())
 
@@ -197,6 +236,13 @@ ENV: dict[str, tuple[str, str]] = {
     "SLUICEGATE_USAGE_RAW_RETENTION_DAYS": ("usage", "raw_retention_days"),
     "SLUICEGATE_USAGE_LATENCY_MAX_DAYS": ("usage", "latency_max_days"),
     **{f"SLUICEGATE_ADMIN_{name.upper()}": ("admin", name) for name in AdminSettings.model_fields},
+    "SLUICEGATE_REDIS_URL": ("redis", "url"),
+    "SLUICEGATE_REDIS_KEY_PREFIX": ("redis", "key_prefix"),
+    "SLUICEGATE_REDIS_TIMEOUT_MS": ("redis", "timeout_ms"),
+    "SLUICEGATE_REDIS_FAIL_CLOSED": ("redis", "fail_closed"),
+    "SLUICEGATE_FLEET_NAME": ("fleet", "name"),
+    "SLUICEGATE_FLEET_HEARTBEAT_MS": ("fleet", "heartbeat_ms"),
+    "SLUICEGATE_FLEET_DEAD_AFTER_MS": ("fleet", "dead_after_ms"),
     **{
         f"SLUICEGATE_DOCTOR_{name.upper()}": ("doctor", name)
         for name in DoctorSettings.model_fields

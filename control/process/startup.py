@@ -18,6 +18,7 @@ from control.bridge.snapshot import build_snapshot
 from control.context import ControlContext
 from control.db import create_db_engine, is_sqlite, session_factory
 from control.drills.service import reapply as reapply_drills
+from control.fleet.channel import channel_name, is_postgresql, namespace
 from control.process.bootstrap import apply_bootstrap, ensure_admin_token
 from control.process.secrets_setup import resolve_cipher, resolve_pepper
 from control.process.settings import Settings
@@ -52,8 +53,12 @@ def prepare(
             raise StartupError("stopped before the usage journal was replayed")
         if drainer.written or drainer.rejected:
             log.info("usage journal replayed: %d events stored", drainer.written)
+        schema = namespace(engine) if is_postgresql(engine) else None
         mutator = Mutator(
-            sessions, bridge, lambda s: build_snapshot(s, pepper=pepper, cipher=cipher)
+            sessions,
+            bridge,
+            lambda s: build_snapshot(s, pepper=pepper, cipher=cipher),
+            channel=None if schema is None else channel_name(schema),
         )
         ctx = ControlContext(
             settings=settings,
@@ -64,6 +69,7 @@ def prepare(
             cipher=cipher,
             mutator=mutator,
             admin_limits=AdminRateLimits(settings.admin),
+            fleet_schema=schema,
         )
         token = ensure_admin_token(ctx)
         created = apply_bootstrap(ctx, settings.bootstrap)

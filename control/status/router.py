@@ -19,4 +19,4 @@ router = APIRouter(prefix="/v1/admin/status", tags=["status"], responses=ERROR_R
     "total, error and timeout rates, queue and in-flight against their limits, member health",
 )
 def get_status(caller: CallerDep, ctx: ContextDep, session: SessionDep) -> StatusOut:
-    return service.status(ctx.bridge, session, caller)
+    return service.status(ctx, session, caller)

@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from control.fleet.schemas import ReplicaOut
+
 MemberState = Literal["ready", "ejected", "cooling_down", "failing_checks", "drilled"]
 
 
@@ -88,8 +90,12 @@ class RouteStatusOut(RouteStatus):
 
 
 class StatusOut(BaseModel):
+    """The whole fleet's figures (every live replica's reading merged: counts and in-flight add
+    up, percentiles come from the merged histograms); one process is a fleet of one."""
+
     at: datetime = Field(description="Time of the reading")
-    config_version: int = Field(description="Config version the data plane runs")
+    config_version: int = Field(description="Newest config version a replica runs")
+    replicas: list[ReplicaOut] = Field(description="The live replicas the figures cover")
     windows: list[WindowSpec]
     pools: list[PoolStatus]
     routes: list[RouteStatusOut]

@@ -1,4 +1,5 @@
-"""The status page: the core's windows per pool and route, and each route's objective."""
+"""The status page: the windows per pool and route (the whole fleet's: every live replica's
+reading merged), each route's objective, and the replicas."""
 
 from __future__ import annotations
 
@@ -7,22 +8,27 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import Session
 
 from control.api.caller import Caller
-from control.bridge.core_bridge import CoreBridge
+from control.context import ControlContext
+from control.fleet import service as fleet
+from control.fleet.schemas import ReplicaOut
 from control.routes import repository as routes
 from control.status.schemas import RouteStatusOut, StatusOut
-from control.status.source import DEFAULT_WINDOWS, read_status
+from control.status.source import DEFAULT_WINDOWS, peer_readings, read_fleet_status
 from control.timeutil import utcnow
 
 
-def status(bridge: CoreBridge, session: Session, caller: Caller) -> StatusOut:
+def status(ctx: ControlContext, session: Session, caller: Caller) -> StatusOut:
     """Admin only: pools are shared infrastructure, their load says something about every tenant."""
     caller.require_admin()
-    core = read_status(bridge)
+    dead_after = ctx.settings.fleet.dead_after_ms
+    peers = peer_readings(ctx.sessions, ctx.replica.id, dead_after, DEFAULT_WINDOWS)
+    core = read_fleet_status(ctx.bridge, DEFAULT_WINDOWS, peers)
     slos = routes.objectives(session)
     at = datetime.fromtimestamp(core.now, UTC) if core.now else utcnow()
     return StatusOut(
         at=at,
         config_version=core.config_version,
+        replicas=[ReplicaOut.model_validate(r) for r in fleet.live(session, dead_after)],
         windows=list(DEFAULT_WINDOWS),
         pools=core.pools,
         routes=[

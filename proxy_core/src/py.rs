@@ -340,6 +340,14 @@ impl PySimulator {
     }
 }
 
+/// One status for the fleet from the readings of its replicas (`Core.status_snapshot` JSON):
+/// counts add up, percentiles come from the merged histograms. Raises ValueError on bad input.
+#[pyfunction]
+fn merge_status(py: Python<'_>, readings: Vec<String>) -> PyResult<String> {
+    py.detach(move || crate::stats::merge_status(&readings))
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("not a status reading: {e}")))
+}
+
 /// Run `sluicegate bench` with these arguments; returns (JSON report, table). Ctrl-C stops the
 /// run early (the KeyboardInterrupt propagates after the generator has stopped).
 #[pyfunction]
@@ -429,6 +437,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCore>()?;
     m.add_class::<PySimulator>()?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_status, m)?)?;
     m.add_function(wrap_pyfunction!(config_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(generate_api_key, m)?)?;
     m.add_function(wrap_pyfunction!(hash_api_key, m)?)?;

@@ -1,7 +1,7 @@
 //! A small log-linear histogram for windowed percentiles: 8 buckets per doubling (about 9%
 //! relative error) from 50 microseconds to about 100 seconds. Cheap to merge, cheap to reset.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 const MIN_US: f64 = 50.0;
 const SUB: usize = 8;
@@ -20,12 +20,16 @@ impl Default for LogHist {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Quantiles {
     pub n: u64,
     pub p50: Option<f64>,
     pub p95: Option<f64>,
     pub p99: Option<f64>,
+    /// The histogram itself, sparse (bucket, count): what lets readings of several replicas be
+    /// merged into exact fleet-wide percentiles.
+    #[serde(default)]
+    pub hist: Vec<(u16, u32)>,
 }
 
 fn bucket_of(ms: f64) -> usize {
@@ -79,7 +83,20 @@ impl LogHist {
     }
 
     pub fn quantiles(&self) -> Quantiles {
-        Quantiles { n: self.total, p50: self.quantile(0.5), p95: self.quantile(0.95), p99: self.quantile(0.99) }
+        let hist = self.counts.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, c)| (i as u16, *c)).collect();
+        Quantiles { n: self.total, p50: self.quantile(0.5), p95: self.quantile(0.95), p99: self.quantile(0.99), hist }
+    }
+
+    /// The histogram a `Quantiles` reading carries (buckets out of range are ignored).
+    pub fn from_sparse(hist: &[(u16, u32)]) -> Self {
+        let mut out = Self::default();
+        for (bucket, count) in hist {
+            if let Some(slot) = out.counts.get_mut(usize::from(*bucket)) {
+                *slot = slot.saturating_add(*count);
+                out.total += u64::from(*count);
+            }
+        }
+        out
     }
 }
 

@@ -3,9 +3,11 @@
 //! stage, and the highest queue depth and in-flight count, with their limits.
 
 mod hist;
+mod merge;
 mod status;
 mod window;
 
 pub use hist::{LogHist, Quantiles};
+pub use merge::merge_status;
 pub use status::{default_windows, sample_load, status_json, WindowSpec};
 pub use window::{Observation, WindowStats, Windows, SLOT_SECONDS};

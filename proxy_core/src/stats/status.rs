@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::window::{WindowStats, Windows};
 use crate::config::{Priority, Snapshot, SnapshotCell};
@@ -32,41 +32,41 @@ fn windows(w: &Windows, now: u64, specs: &[WindowSpec]) -> BTreeMap<String, Wind
     specs.iter().map(|spec| (spec.name.clone(), w.stats(now, spec.seconds, spec.ends_ago))).collect()
 }
 
-#[derive(Serialize)]
-struct MemberStatus {
-    id: String,
-    state: &'static str,
-    inflight: u64,
-    ejections: u64,
-    ttfb_ewma_ms: f64,
+#[derive(Serialize, Deserialize)]
+pub(super) struct MemberStatus {
+    pub id: String,
+    pub state: String,
+    pub inflight: u64,
+    pub ejections: u64,
+    pub ttfb_ewma_ms: f64,
 }
 
-#[derive(Serialize)]
-struct PoolStatus {
-    id: String,
-    kind: &'static str,
-    inflight: u32,
-    inflight_limit: Option<u32>,
-    queue_depth: BTreeMap<&'static str, u32>,
-    queue_limit: BTreeMap<&'static str, usize>,
-    drilled: bool,
-    members: Vec<MemberStatus>,
-    windows: BTreeMap<String, WindowStats>,
+#[derive(Serialize, Deserialize)]
+pub(super) struct PoolStatus {
+    pub id: String,
+    pub kind: String,
+    pub inflight: u32,
+    pub inflight_limit: Option<u32>,
+    pub queue_depth: BTreeMap<String, u32>,
+    pub queue_limit: BTreeMap<String, usize>,
+    pub drilled: bool,
+    pub members: Vec<MemberStatus>,
+    pub windows: BTreeMap<String, WindowStats>,
 }
 
-#[derive(Serialize)]
-struct RouteStatus {
-    alias: String,
-    chain: Vec<String>,
-    windows: BTreeMap<String, WindowStats>,
+#[derive(Serialize, Deserialize)]
+pub(super) struct RouteStatus {
+    pub alias: String,
+    pub chain: Vec<String>,
+    pub windows: BTreeMap<String, WindowStats>,
 }
 
-#[derive(Serialize)]
-struct Status {
-    now: u64,
-    config_version: u64,
-    pools: Vec<PoolStatus>,
-    routes: Vec<RouteStatus>,
+#[derive(Serialize, Deserialize)]
+pub(super) struct Status {
+    pub now: u64,
+    pub config_version: u64,
+    pub pools: Vec<PoolStatus>,
+    pub routes: Vec<RouteStatus>,
 }
 
 fn state_name(code: u8) -> &'static str {
@@ -87,18 +87,21 @@ pub fn status_json(snapshot: &Snapshot, now: u64, specs: &[WindowSpec]) -> Strin
             let config = pool.gate.config();
             PoolStatus {
                 id: pool.id.to_string(),
-                kind: pool.kind.as_str(),
+                kind: pool.kind.as_str().to_string(),
                 inflight: pool.gate.inflight(),
                 inflight_limit: config.max_inflight,
-                queue_depth: Priority::ALL.iter().map(|p| (p.as_str(), pool.gate.depth(*p))).collect(),
-                queue_limit: Priority::ALL.iter().map(|p| (p.as_str(), config.lane(*p).max_depth)).collect(),
+                queue_depth: Priority::ALL.iter().map(|p| (p.as_str().to_string(), pool.gate.depth(*p))).collect(),
+                queue_limit: Priority::ALL
+                    .iter()
+                    .map(|p| (p.as_str().to_string(), config.lane(*p).max_depth))
+                    .collect(),
                 drilled: pool.state.drilled(),
                 members: pool
                     .members
                     .iter()
                     .map(|m| MemberStatus {
                         id: m.id.to_string(),
-                        state: state_name(m.state.availability().code()),
+                        state: state_name(m.state.availability().code()).to_string(),
                         inflight: m.state.inflight(),
                         ejections: m.state.ejections_total.load(std::sync::atomic::Ordering::Relaxed),
                         ttfb_ewma_ms: m.state.ttfb_ewma().as_secs_f64() * 1000.0,

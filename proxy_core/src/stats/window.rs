@@ -53,7 +53,7 @@ impl Default for Windows {
 }
 
 /// A window's figures.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct WindowStats {
     pub seconds: u64,
     pub requests: u64,

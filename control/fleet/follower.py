@@ -1,0 +1,115 @@
+"""Each replica follows what the fleet committed: the configuration (the version another replica
+committed, rebuilt from this replica's own read of the database and applied to its core) and the
+drills (started or ended through any replica, held by every core for what is left of them).
+
+It wakes on a notification (`channel.py`) and at least every `fleet.heartbeat_ms` (a notification
+sent while this replica was disconnected is lost, so the committed version is also checked
+periodically). A version the core refuses (a rolling upgrade with version skew) keeps the last
+good snapshot in force; the refusal is reported by the heartbeat until a later version applies."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import select
+import threading
+from datetime import datetime
+from typing import Any
+
+from control.api.errors import CoreRejected
+from control.context import ControlContext
+from control.drills import repository as drills
+from control.fleet.channel import direct_connection
+from control.timeutil import utcnow
+
+log = logging.getLogger("sluicegate.fleet")
+
+RECONNECT_S = 1.0
+
+
+class Follower:
+    def __init__(self, ctx: ControlContext, channel: str | None) -> None:
+        self._ctx = ctx
+        self._channel = channel
+        # Drills this core holds because of the database: id -> (pool, member, ends_at).
+        self._held: dict[str, tuple[str, str | None, datetime]] = {}
+        self.refused: tuple[int, str] | None = None
+
+    def sync(self) -> None:
+        """Bring the core to what is committed: config version, then drills."""
+        try:
+            applied = self._ctx.mutator.follow()
+            if applied is not None:
+                log.info("config version %d applied (committed by the fleet)", applied)
+                self.refused = None
+        except CoreRejected as e:
+            rejection = self._ctx.bridge.last_rejection
+            version = rejection.version if rejection is not None else 0
+            if self.refused is None or self.refused[0] != version:
+                log.error("this replica refuses the committed config: %s", e.message)
+            self.refused = (version, e.message)
+        self._sync_drills()
+
+    def _sync_drills(self) -> None:
+        now = utcnow()
+        with self._ctx.sessions() as session:
+            running = {
+                d.id: (d.pool_id, d.member_id, d.ends_at) for d in drills.active(session, now)
+            }
+        for drill_id, (pool, member, ends_at) in running.items():
+            if self._held.get(drill_id) == (pool, member, ends_at):
+                continue
+            try:
+                self._ctx.bridge.drill(pool, member, (ends_at - now).total_seconds())
+                self._held[drill_id] = (pool, member, ends_at)
+            except ValueError as e:
+                log.warning("drill %s cannot be held here: %s", drill_id, e)
+        for drill_id in [d for d in self._held if d not in running]:
+            pool, member, ends_at = self._held.pop(drill_id)
+            if ends_at > now:
+                # Ended early through some replica: end it here too.
+                with contextlib.suppress(ValueError):
+                    self._ctx.bridge.drill(pool, member, 0)
+
+    def run(self, stop: threading.Event) -> None:
+        period = self._ctx.settings.fleet.heartbeat_ms / 1000
+        while not stop.is_set():
+            conn = self._listen()
+            try:
+                self.sync()
+                while not stop.is_set():
+                    if conn is None:
+                        stop.wait(period)
+                    elif not self._wait(conn, period):
+                        break  # the connection failed: listen again
+                    self.sync()
+            except Exception:
+                log.exception("following the fleet failed; retrying")
+                stop.wait(RECONNECT_S)
+            finally:
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.close()
+
+    def _listen(self) -> Any:
+        if self._channel is None:
+            return None
+        try:
+            conn = direct_connection(self._ctx.engine, autocommit=True)
+            conn.execute(f'LISTEN "{self._channel}"')
+            return conn
+        except Exception as e:
+            log.warning("cannot listen for the fleet's changes (%s); checking periodically", e)
+            return None
+
+    def _wait(self, conn: Any, timeout: float) -> bool:
+        """Wait for notifications up to `timeout`; False if the connection is gone."""
+        try:
+            readable, _, _ = select.select([conn.fileno()], [], [], timeout)
+            if readable:
+                # Drain every pending notification: one sync covers them all.
+                for _ in conn.notifies(timeout=0):
+                    pass
+            return not conn.closed
+        except Exception:
+            return False
