@@ -22,8 +22,8 @@ __all__ = [
     "hash_api_key",
     "init_logging",
     "is_well_formed_api_key",
-    "run_bench",
     "merge_status",
+    "run_bench",
 ]
 
 __version__: str
