@@ -8,7 +8,7 @@ DEPS := $(VENV)/.deps-installed
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint test-rust proptest test-python build-dev build-release bench clean promtool
+.PHONY: demo test lint test-rust proptest fleet-tools test-python build-dev build-release bench clean promtool
 
 $(PYTHON):
 	$(PY) -m venv $(VENV)
@@ -55,7 +55,15 @@ promtool:
 	@command -v promtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
-test-python: build-dev promtool
+# The fleet suite runs a load balancer in front of its replicas (Debian's haproxy) and a Redis of
+# its own (redis-server, which also runs the shared one).
+fleet-tools:
+	@command -v haproxy >/dev/null || test -x /usr/sbin/haproxy || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends haproxy >/dev/null; }
+	@command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends redis-server >/dev/null; }
+
+test-python: build-dev promtool fleet-tools
 	$(BIN)/pytest -q
 
 test: lint test-rust test-python

@@ -71,6 +71,8 @@ class Mutation:
     # Keys to send again (as they are after the change) or to remove, for a key-only change.
     key_upserts: list[str] = field(default_factory=list)
     key_removals: list[str] = field(default_factory=list)
+    # Set when the change went to the core as key changes (not a whole snapshot).
+    pushed_as_keys: bool = False
 
     def keys_changed(self, upsert: Sequence[str] = (), remove: Sequence[str] = ()) -> None:
         self.key_upserts.extend(upsert)
@@ -144,7 +146,7 @@ class Mutator:
                     version = self._push(session, state, subject)
                 _add_audit_rows(session, mutation, version)
                 if self._channel is not None:
-                    announce(session, self._channel, {"version": state.config_version})
+                    announce(session, self._channel, _announcement(state.config_version, mutation))
                 session.flush()
                 session.commit()
             except CoreRejected as rejected:
@@ -211,6 +213,7 @@ class Mutator:
             raise core_rejection(e, changes, mutation.subject) from None
         state.config_version = version
         self._keys_current_at = changes.at
+        mutation.pushed_as_keys = True
         return version
 
     def _record_rejection(self, caller: Caller, mutation: Mutation, rejected: CoreRejected) -> None:
@@ -228,12 +231,14 @@ class Mutator:
         except Exception:
             log.exception("could not record a refused change in the audit log")
 
-    def follow(self) -> int | None:
+    def follow(self, keys: KeyHint | None = None) -> int | None:
         """Apply what the database committed, if the core runs an older version (another replica
-        committed it). The snapshot is read in one repeatable-read transaction, so it is the
-        state of one version. Returns the version applied, or None if the core was in step.
-        A refusal (a committed version this core cannot run, e.g. during a rolling upgrade)
-        leaves the last good snapshot in force and is raised as `CoreRejected`."""
+        committed it). The database is read in one repeatable-read transaction, so what is built
+        is the state of one version: the key changes of `keys` when they lead from the core's
+        version to the committed one, else the whole snapshot. Returns the version applied, or
+        None if the core was in step. A refusal (a committed version this core cannot run, e.g.
+        during a rolling upgrade) leaves the last good snapshot in force and is raised as
+        `CoreRejected`."""
         with self._lock, self._sessions() as session:
             if session.get_bind().dialect.name == "postgresql":
                 session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
@@ -241,6 +246,14 @@ class Mutator:
             current = self._bridge.core_version or 0
             if version <= current:
                 return None
+            if keys is not None and keys.version == version and current == version - 1:
+                changes = self._build_keys(session, keys.upsert, keys.remove, self._keys_current_at)
+                try:
+                    self._bridge.apply_keys(version, changes.payload)
+                    self._keys_current_at = changes.at
+                    return version
+                except (ConfigError, StateError):
+                    pass  # a whole snapshot settles it
             snapshot = self._build(session)
             try:
                 self._bridge.apply(version, snapshot.payload)
@@ -265,6 +278,40 @@ class Mutator:
                 announce(session, self._channel, {"version": version})
             session.commit()
             return version
+
+
+@dataclass(frozen=True)
+class KeyHint:
+    """What a key-only change committed as `version` changed, as its notification says."""
+
+    version: int
+    upsert: list[str]
+    remove: list[str]
+
+
+# A notification's payload must stay under PostgreSQL's 8000 bytes: past this many ids, the
+# other replicas rebuild the whole snapshot instead.
+HINT_MAX_KEYS = 150
+
+
+def _announcement(version: int, mutation: Mutation) -> dict[str, Any]:
+    """What the other replicas are told of a committed change: its version, and for a key-only
+    change the keys (so they can apply it as key changes too)."""
+    ids = len(mutation.key_upserts) + len(mutation.key_removals)
+    if not mutation.pushed_as_keys or ids > HINT_MAX_KEYS:
+        return {"version": version}
+    return {"version": version, "upsert": mutation.key_upserts, "remove": mutation.key_removals}
+
+
+def key_hint(payload: dict[str, Any]) -> KeyHint | None:
+    """The key changes a notification describes, if it describes some."""
+    upsert, remove = payload.get("upsert"), payload.get("remove")
+    version = payload.get("version")
+    if not isinstance(version, int) or not isinstance(upsert, list) or not isinstance(remove, list):
+        return None
+    if not all(isinstance(i, str) for i in (*upsert, *remove)):
+        return None
+    return KeyHint(version, upsert, remove)
 
 
 def _undo(mutation: Mutation) -> None:

@@ -10,6 +10,7 @@ good snapshot in force; the refusal is reported by the heartbeat until a later v
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import select
 import threading
@@ -17,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from control.api.errors import CoreRejected
+from control.bridge.mutation import key_hint
 from control.context import ControlContext
 from control.drills import repository as drills
 from control.fleet.channel import direct_connection
@@ -35,10 +37,12 @@ class Follower:
         self._held: dict[str, tuple[str, str | None, datetime]] = {}
         self.refused: tuple[int, str] | None = None
 
-    def sync(self) -> None:
-        """Bring the core to what is committed: config version, then drills."""
+    def sync(self, notes: list[dict[str, Any]] | None = None) -> None:
+        """Bring the core to what is committed: config version, then drills. `notes` are the
+        notifications that woke it (a key change among them may be applied as such)."""
+        hints = [h for h in (key_hint(n) for n in notes or []) if h is not None]
         try:
-            applied = self._ctx.mutator.follow()
+            applied = self._ctx.mutator.follow(hints[-1] if hints else None)
             if applied is not None:
                 log.info("config version %d applied (committed by the fleet)", applied)
                 self.refused = None
@@ -78,11 +82,12 @@ class Follower:
             try:
                 self.sync()
                 while not stop.is_set():
+                    notes: list[dict[str, Any]] = []
                     if conn is None:
                         stop.wait(period)
-                    elif not self._wait(conn, period):
+                    elif not self._wait(conn, period, notes):
                         break  # the connection failed: listen again
-                    self.sync()
+                    self.sync(notes)
             except Exception:
                 log.exception("following the fleet failed; retrying")
                 stop.wait(RECONNECT_S)
@@ -102,14 +107,20 @@ class Follower:
             log.warning("cannot listen for the fleet's changes (%s); checking periodically", e)
             return None
 
-    def _wait(self, conn: Any, timeout: float) -> bool:
-        """Wait for notifications up to `timeout`; False if the connection is gone."""
+    def _wait(self, conn: Any, timeout: float, notes: list[dict[str, Any]]) -> bool:
+        """Wait up to `timeout` for notifications, collected in `notes`; False if the
+        connection is gone."""
         try:
             readable, _, _ = select.select([conn.fileno()], [], [], timeout)
             if readable:
-                # Drain every pending notification: one sync covers them all.
-                for _ in conn.notifies(timeout=0):
-                    pass
+                # Every pending notification: one sync covers them all.
+                for note in conn.notifies(timeout=0):
+                    try:
+                        payload = json.loads(note.payload)
+                    except ValueError:
+                        continue
+                    if isinstance(payload, dict):
+                        notes.append(payload)
             return not conn.closed
         except Exception:
             return False

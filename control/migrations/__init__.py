@@ -6,11 +6,12 @@ under versions/ from the difference between the models and a database at head.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 HERE = Path(__file__).parent
 
@@ -22,8 +23,16 @@ def alembic_config() -> Config:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Migrate to `revision`. On PostgreSQL the replicas of a fleet starting together take turns
+    (a transaction-level advisory lock named after the schema), so one migrates and the others
+    find the work done."""
     config = alembic_config()
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            schema = connection.execute(text("SELECT current_schema()")).scalar() or "public"
+            digest = hashlib.sha256(f"{schema}:migrate".encode()).digest()
+            key = int.from_bytes(digest[:8], "big", signed=True)
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
 

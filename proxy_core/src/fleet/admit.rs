@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::housekeeping::UNLIMITED;
 use super::Fleet;
 use crate::config::QuotaConfig;
 use crate::error::{ErrorKind, GatewayError, RateLimitInfo};
@@ -372,11 +373,15 @@ async fn quota(
         return Ok(());
     }
     let replicas = fleet.replicas();
+    // Just back from an outage, the other replicas may not have charged what they spent on
+    // their shares yet: a new lease waits for the fleet to settle (a second at most).
+    fleet.settled().await;
     if fleet.shared() {
         let limit = |l: Option<u64>| l.map_or(-1, |v| v as i64);
         let want_t = config.tokens.map_or(need_t, |l| lease_size(l, replicas, estimate.tokens) as i64);
         let want_c = config.cost_micros.map_or(need_c, |l| lease_size(l, replicas, estimate.cost_micros) as i64);
         let key = scope_key(scope);
+        let (known_t, known_c) = chunk.known_use();
         let mut invocation = fleet.scripts.quota_lease.prepare_invoke();
         invocation
             .key(fleet.key(&["q", &key, &period.to_string()]))
@@ -386,14 +391,13 @@ async fn quota(
             .arg(need_c)
             .arg(want_t)
             .arg(want_c)
-            .arg(ledger_t)
-            .arg(ledger_c)
+            .arg(ledger_t.max(known_t))
+            .arg(ledger_c.max(known_c))
             .arg(period_ttl_ms(config));
         fleet.counters.waits.fetch_add(1, Ordering::Relaxed);
         if let Some((granted_t, granted_c, used_t, used_c)) = fleet.invoke::<(i64, i64, i64, i64)>(&invocation).await {
             fleet.note_lease(&key, scope.state);
-            let room = |limit: Option<u64>, used: i64| limit.map_or(-1, |l| (l as i64 - used).max(0));
-            chunk.learn_room(room(config.tokens, used_t), room(config.cost_micros, used_c));
+            chunk.learn((used_t, used_c), (limit(config.tokens), limit(config.cost_micros)));
             if granted_t == 0 && granted_c == 0 && (need_t > 0 || need_c > 0) {
                 let tokens_short = config.tokens.is_some_and(|l| used_t + need_t > l as i64);
                 let (used, limit, needs) = if tokens_short {
@@ -413,7 +417,9 @@ async fn quota(
         return Err(unavailable("quota"));
     }
     // Redis away: this replica's share of what the store last said remained (or, never told,
-    // of what the ledger says), so that the fleet together cannot overshoot.
+    // of what the ledger says), fixed for the outage, so that the fleet together cannot
+    // overshoot. When Redis is back the whole share is charged to it (the unspent part becomes
+    // this replica's chunk).
     let (room_t, room_c) = match chunk.room() {
         (-1, -1) => (
             config.tokens.map_or(-1, |l| (l as i64 - ledger_t).max(0)),
@@ -421,30 +427,19 @@ async fn quota(
         ),
         known => known,
     };
-    let share = |room: i64| if room < 0 { i64::MAX } else { room / i64::from(replicas) };
-    let fits = |spent: &std::sync::atomic::AtomicI64, need: i64, room: i64| {
-        spent
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| (s + need <= share(room)).then_some(s + need))
-            .is_ok()
+    let share = |room: i64| if room < 0 { UNLIMITED } else { room / i64::from(replicas) };
+    let (budget_t, budget_c) = chunk.away_budget((share(room_t), share(room_c)));
+    let fits = |spent: &std::sync::atomic::AtomicI64, need: i64, budget: i64| {
+        spent.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| (s + need <= budget).then_some(s + need)).is_ok()
     };
-    if !fits(&chunk.away_tokens, need_t, room_t) {
-        return Err(exhausted(
-            scope,
-            true,
-            chunk.away_tokens.load(Ordering::Acquire),
-            share(room_t).max(0) as u64,
-            estimate.tokens,
-        ));
+    if !fits(&chunk.away_tokens, need_t, budget_t) {
+        let spent = chunk.away_tokens.load(Ordering::Acquire);
+        return Err(exhausted(scope, true, spent, budget_t.max(0) as u64, estimate.tokens));
     }
-    if !fits(&chunk.away_cost, need_c, room_c) {
+    if !fits(&chunk.away_cost, need_c, budget_c) {
         chunk.away_tokens.fetch_sub(need_t, Ordering::AcqRel);
-        return Err(exhausted(
-            scope,
-            false,
-            chunk.away_cost.load(Ordering::Acquire),
-            share(room_c).max(0) as u64,
-            estimate.cost_micros,
-        ));
+        let spent = chunk.away_cost.load(Ordering::Acquire);
+        return Err(exhausted(scope, false, spent, budget_c.max(0) as u64, estimate.cost_micros));
     }
     held.lease(hold(true));
     Ok(())

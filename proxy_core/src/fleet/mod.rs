@@ -69,6 +69,10 @@ pub struct FleetSettings {
     pub timeout: Duration,
 }
 
+/// After an outage, how long a replica waits before new quota leases: the other replicas' probes
+/// (every 200 ms) find Redis back and charge their spending well within it.
+const SETTLE_MS: u64 = 1_000;
+
 const SHARED: u8 = 0;
 const AWAY: u8 = 1;
 
@@ -81,6 +85,8 @@ pub struct Fleet {
     mode: AtomicU8,
     /// Live replicas (from the control plane's heartbeats), at least 1.
     replicas: AtomicU32,
+    /// When Redis last answered again after an outage (ms on the monotonic clock; 0: never).
+    recovered_ms: AtomicU64,
     /// Scopes holding something leased, for the housekeeping to look at.
     tracked: Mutex<Vec<Tracked>>,
     pub counters: FleetCounters,
@@ -122,6 +128,7 @@ impl Fleet {
             scripts: Scripts::default(),
             mode: AtomicU8::new(SHARED),
             replicas: AtomicU32::new(1),
+            recovered_ms: AtomicU64::new(0),
             tracked: Mutex::new(Vec::new()),
             counters: FleetCounters::default(),
         }))
@@ -162,7 +169,21 @@ impl Fleet {
 
     fn enter_shared(&self) {
         if self.mode.swap(SHARED, Ordering::AcqRel) == AWAY {
+            self.recovered_ms.store(crate::clock::monotonic_ms().max(1), Ordering::Release);
             tracing::info!("redis answers again: limits are shared by the fleet");
+        }
+    }
+
+    /// Wait until the fleet settled after an outage: every replica's probe has found Redis back
+    /// (and charged its spending) within `SETTLE_MS` of this one's.
+    pub async fn settled(&self) {
+        let since = self.recovered_ms.load(Ordering::Acquire);
+        if since == 0 {
+            return;
+        }
+        let left = (since + SETTLE_MS).saturating_sub(crate::clock::monotonic_ms());
+        if left > 0 {
+            tokio::time::sleep(Duration::from_millis(left)).await;
         }
     }
 

@@ -75,6 +75,15 @@ if left <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end
 return left
 ";
 
+/// Say how many slots `replica` holds (after Redis lost its data, or to repair a drift).
+/// KEYS: scope hash. ARGV: replica, count.
+pub const SLOTS_SET: &str = r"
+if tonumber(ARGV[2]) <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], 86400000)
+return tonumber(ARGV[2])
+";
+
 /// The replica is alive for `ttl_ms` more; replicas dead for an hour are forgotten.
 /// KEYS: alive set. ARGV: replica, ttl_ms.
 pub const HEARTBEAT: &str = r"
@@ -87,7 +96,9 @@ return now
 ";
 
 /// Reserve a chunk of a quota period: up to `want` tokens and cost, at least `need` of each, or
-/// nothing. Limits of -1 are absent. The period's hash starts from the ledger's figure.
+/// nothing. Limits of -1 are absent. A missing period hash (a new period, or a Redis that lost its
+/// data) starts from `floor`: the larger of the SQL ledger's figure and what this replica last
+/// knew of the period's use, so a restarted Redis never forgets spend the replicas saw.
 /// Returns {tokens granted, cost granted, tokens used, cost used} (after the grant).
 /// ARGV: limit_t, limit_c, need_t, need_c, want_t, want_c, ledger_t, ledger_c, ttl_ms.
 pub const QUOTA_LEASE: &str = r"
@@ -113,7 +124,9 @@ return {gt, gc, used_t, used_c}
 ";
 
 /// Change a quota period's use by a signed amount: give back an unused chunk (negative) or charge
-/// use beyond what was reserved (positive). ARGV: tokens, cost, ttl_ms, ledger_t, ledger_c.
+/// use beyond what was reserved (positive). A missing count (a Redis that lost its data) starts
+/// from `floor`: what this replica estimates the period's use to be, erring high.
+/// ARGV: tokens, cost, ttl_ms, floor_t, floor_c.
 pub const QUOTA_ADJUST: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 't', ARGV[4], 'c', ARGV[5])
@@ -126,15 +139,22 @@ if c < 0 then redis.call('HSET', KEYS[1], 'c', 0) end
 return {t, c}
 ";
 
+/// A quota period's use. Returns {tokens, cost} (0 when the period has no count yet).
+pub const QUOTA_READ: &str = r"
+return {tonumber(redis.call('HGET', KEYS[1], 't') or '0'), tonumber(redis.call('HGET', KEYS[1], 'c') or '0')}
+";
+
 /// The scripts, loaded once (invocations send their SHA and load them on `NOSCRIPT`).
 pub struct Scripts {
     pub bucket_lease: Script,
     pub bucket_return: Script,
     pub slots_acquire: Script,
     pub slots_release: Script,
+    pub slots_set: Script,
     pub heartbeat: Script,
     pub quota_lease: Script,
     pub quota_adjust: Script,
+    pub quota_read: Script,
 }
 
 impl Default for Scripts {
@@ -144,9 +164,11 @@ impl Default for Scripts {
             bucket_return: Script::new(BUCKET_RETURN),
             slots_acquire: Script::new(SLOTS_ACQUIRE),
             slots_release: Script::new(SLOTS_RELEASE),
+            slots_set: Script::new(SLOTS_SET),
             heartbeat: Script::new(HEARTBEAT),
             quota_lease: Script::new(QUOTA_LEASE),
             quota_adjust: Script::new(QUOTA_ADJUST),
+            quota_read: Script::new(QUOTA_READ),
         }
     }
 }

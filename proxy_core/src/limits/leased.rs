@@ -126,7 +126,21 @@ pub struct QuotaChunk {
     /// The period's room (limit - use) at the last answer of the store; -1 unknown.
     room_tokens: AtomicI64,
     room_cost: AtomicI64,
-    /// Spent while the store was away, to be charged to it when it is back.
+    /// The period's use at the last answer of the store (a floor if the store loses its data),
+    /// when that was (monotonic ms), and how fast the fleet was spending (per second, from the
+    /// last two answers): what the fleet may have spent since this replica last heard.
+    used_tokens: AtomicI64,
+    used_cost: AtomicI64,
+    known_at_ms: AtomicU64,
+    rate_tokens: AtomicI64,
+    rate_cost: AtomicI64,
+    /// The period's limits at the last lease (-1: none), to judge the room the store reports.
+    limit_tokens: AtomicI64,
+    limit_cost: AtomicI64,
+    /// This replica's share of the room while the store is away, fixed when it is first needed
+    /// (-1: not yet), and what it spent of it.
+    pub away_budget_tokens: AtomicI64,
+    pub away_budget_cost: AtomicI64,
     pub away_tokens: AtomicI64,
     pub away_cost: AtomicI64,
 }
@@ -139,6 +153,15 @@ impl Default for QuotaChunk {
             cost: Allowance::default(),
             room_tokens: AtomicI64::new(-1),
             room_cost: AtomicI64::new(-1),
+            used_tokens: AtomicI64::new(0),
+            used_cost: AtomicI64::new(0),
+            known_at_ms: AtomicU64::new(0),
+            rate_tokens: AtomicI64::new(0),
+            rate_cost: AtomicI64::new(0),
+            limit_tokens: AtomicI64::new(-1),
+            limit_cost: AtomicI64::new(-1),
+            away_budget_tokens: AtomicI64::new(-1),
+            away_budget_cost: AtomicI64::new(-1),
             away_tokens: AtomicI64::new(0),
             away_cost: AtomicI64::new(0),
         }
@@ -159,17 +182,80 @@ impl QuotaChunk {
         }
         self.room_tokens.store(-1, Ordering::Release);
         self.room_cost.store(-1, Ordering::Release);
+        self.used_tokens.store(0, Ordering::Release);
+        self.used_cost.store(0, Ordering::Release);
+        self.rate_tokens.store(0, Ordering::Release);
+        self.rate_cost.store(0, Ordering::Release);
+        self.known_at_ms.store(0, Ordering::Release);
         Some((self.tokens.take_all(), self.cost.take_all(), old))
     }
 
-    pub fn learn_room(&self, tokens: i64, cost: i64) {
-        self.room_tokens.store(tokens, Ordering::Release);
-        self.room_cost.store(cost, Ordering::Release);
+    /// What the store answered: the period's use, under these limits (-1: none).
+    pub fn learn(&self, used: (i64, i64), limits: (i64, i64)) {
+        let room = |limit: i64, used: i64| if limit < 0 { -1 } else { (limit - used).max(0) };
+        let now = monotonic_ms();
+        let then = self.known_at_ms.swap(now, Ordering::AcqRel);
+        let elapsed = now.saturating_sub(then) as i64;
+        if then > 0 && elapsed >= 100 {
+            let rate = |was: &AtomicI64, is: i64| ((is - was.load(Ordering::Acquire)).max(0) * 1000) / elapsed;
+            self.rate_tokens.store(rate(&self.used_tokens, used.0), Ordering::Release);
+            self.rate_cost.store(rate(&self.used_cost, used.1), Ordering::Release);
+        }
+        self.limit_tokens.store(limits.0, Ordering::Release);
+        self.limit_cost.store(limits.1, Ordering::Release);
+        self.used_tokens.store(used.0, Ordering::Release);
+        self.used_cost.store(used.1, Ordering::Release);
+        self.room_tokens.store(room(limits.0, used.0), Ordering::Release);
+        self.room_cost.store(room(limits.1, used.1), Ordering::Release);
     }
 
-    /// The room the store last reported (-1 unknown).
+    /// The limits last leased under (-1: none).
+    pub fn limits(&self) -> (i64, i64) {
+        (self.limit_tokens.load(Ordering::Acquire), self.limit_cost.load(Ordering::Acquire))
+    }
+
+    /// This replica's budget while the store is away: fixed the first time it is asked for in an
+    /// outage (from `share`), the same afterwards.
+    pub fn away_budget(&self, share: (i64, i64)) -> (i64, i64) {
+        let fix = |budget: &AtomicI64, value: i64| {
+            let _ = budget.compare_exchange(-1, value, Ordering::AcqRel, Ordering::Acquire);
+            budget.load(Ordering::Acquire)
+        };
+        (fix(&self.away_budget_tokens, share.0), fix(&self.away_budget_cost, share.1))
+    }
+
+    /// The outage is over: its budget and what was spent of it, for the store to be told.
+    pub fn end_away(&self) -> Option<((i64, i64), (i64, i64))> {
+        let budget_t = self.away_budget_tokens.swap(-1, Ordering::AcqRel);
+        let budget_c = self.away_budget_cost.swap(-1, Ordering::AcqRel);
+        let spent = (self.away_tokens.swap(0, Ordering::AcqRel), self.away_cost.swap(0, Ordering::AcqRel));
+        (budget_t >= 0 || budget_c >= 0).then_some(((budget_t, budget_c), spent))
+    }
+
+    /// The period's use the store last reported, plus what the fleet may have spent since at
+    /// the rate it was spending (and a second more): a floor for a store that lost its data,
+    /// erring high (under-use), never low (overshoot).
+    pub fn known_use(&self) -> (i64, i64) {
+        let age = monotonic_ms().saturating_sub(self.known_at_ms.load(Ordering::Acquire)) as i64 + 1000;
+        let now = |used: &AtomicI64, rate: &AtomicI64| {
+            used.load(Ordering::Acquire) + rate.load(Ordering::Acquire).saturating_mul(age) / 1000
+        };
+        (now(&self.used_tokens, &self.rate_tokens), now(&self.used_cost, &self.rate_cost))
+    }
+
+    /// The room the store last reported (-1 unknown), less what the fleet may have spent since
+    /// at the rate it was spending (plus a second): a conservative view of what remains now.
     pub fn room(&self) -> (i64, i64) {
-        (self.room_tokens.load(Ordering::Acquire), self.room_cost.load(Ordering::Acquire))
+        let age = monotonic_ms().saturating_sub(self.known_at_ms.load(Ordering::Acquire)) as i64 + 1000;
+        let now = |room: &AtomicI64, rate: &AtomicI64| {
+            let room = room.load(Ordering::Acquire);
+            if room < 0 {
+                room
+            } else {
+                (room - rate.load(Ordering::Acquire).saturating_mul(age) / 1000).max(0)
+            }
+        };
+        (now(&self.room_tokens, &self.rate_tokens), now(&self.room_cost, &self.rate_cost))
     }
 }
 
@@ -280,7 +366,8 @@ mod tests {
         let q = QuotaChunk::default();
         assert_eq!(q.turn(100), Some((0, 0, i64::MIN)));
         q.tokens.add(40);
-        q.learn_room(500, -1);
+        q.learn((10, 0), (510, -1));
+        assert_eq!(q.room(), (500, -1));
         assert_eq!(q.turn(100), None);
         assert_eq!(q.turn(200), Some((40, 0, 100)));
         assert_eq!(q.room(), (-1, -1));

@@ -1,0 +1,112 @@
+"""Limits hold for the fleet as a whole: a key's rate, its concurrency (counted at the upstream,
+from the simulator's own record) and its quota, with requests spread over three replicas."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import json
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.fleet.conftest import configure
+from tests.fleet.harness import Fleet
+
+BODY = {"model": "chat", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
+
+
+def _three(f: Fleet) -> list:  # type: ignore[type-arg]
+    replicas = [f.add(), f.add(), f.add()]
+    for replica in replicas:
+        f.start(replica)
+    return replicas
+
+
+def _post(url: str, key: str, body: dict | None = None) -> int:  # type: ignore[type-arg]
+    try:
+        r = httpx.post(
+            url + "/v1/chat/completions",
+            json=body or BODY,
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=30,
+        )
+        return r.status_code
+    except httpx.TransportError:
+        return 0
+
+
+def test_a_rate_limit_holds_across_the_fleet_within_two_percent(new_fleet: Fleet, sims) -> None:
+    """RPM 1200 with a burst of 20 (a scaled-down minute): offered twice its rate through three
+    replicas for 20 s, the fleet admits its rate, within 2%, after the first burst."""
+    f = new_fleet
+    sim = sims("--ttft-ms", "1", "--itl-ms", "0")
+    replicas = _three(f)
+    key = configure(f, sim, rpm=1200, rpm_burst=20)["key"]
+    f.wait_in_step()
+    stop = time.monotonic() + 22
+    admitted: list[float] = []
+    targets = itertools.cycle(replicas)
+
+    def offer() -> None:
+        while time.monotonic() < stop:
+            started = time.monotonic()
+            if _post(next(targets).data, key) == 200:
+                admitted.append(started)
+            time.sleep(max(0.0, 0.15 - (time.monotonic() - started)))  # ~6.7/s per worker
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:  # ~40/s offered, 20/s allowed
+        list(pool.map(lambda _: offer(), range(6)))
+    begin = min(admitted) + 2  # past the first burst
+    window = [t for t in admitted if begin <= t < begin + 18]
+    expected = 20 * 18
+    print(f"\nadmitted {len(window)} in 18 s at 20/s allowed (expected {expected})")
+    assert abs(len(window) - expected) <= 0.02 * expected
+
+
+def _overlap(records: list[dict]) -> int:  # type: ignore[type-arg]
+    events = []
+    for row in records:
+        events.append((row["started_at"], 1))
+        events.append((row["ended_at"], -1))
+    peak = current = 0
+    for _, step in sorted(events, key=lambda e: (e[0], e[1])):
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+def test_max_concurrency_holds_at_the_upstream_across_the_fleet(
+    new_fleet: Fleet, sims, tmp_path: Path
+) -> None:
+    f = new_fleet
+    sim = sims("--ttft-ms", "300", "--itl-ms", "1")
+    replicas = _three(f)
+    key = configure(f, sim, max_concurrency=10)["key"]
+    f.wait_in_step()
+    targets = itertools.cycle(replicas)
+    with concurrent.futures.ThreadPoolExecutor(36) as pool:
+        codes = list(pool.map(lambda _: _post(next(targets).data, key), range(180)))
+    assert codes.count(200) >= 10 and set(codes) <= {200, 429}
+    time.sleep(0.5)
+    records = [
+        json.loads(line) for line in (tmp_path / "sim0.jsonl").read_text().splitlines() if line
+    ]
+    peak = _overlap(records)
+    print(f"\n{codes.count(200)} served, peak concurrency at the upstream {peak}")
+    assert peak <= 10
+
+
+def test_a_quota_that_fits_one_request_admits_exactly_one_of_fifty(new_fleet: Fleet, sims) -> None:
+    f = new_fleet
+    sim = sims("--ttft-ms", "200", "--itl-ms", "1")
+    replicas = _three(f)
+    # 10 prompt tokens + max_tokens 10 = 20 reserved per request; the quota fits one.
+    key = configure(f, sim, quota={"period": "daily", "tokens": 20})["key"]
+    f.wait_in_step()
+    body = {"model": "chat", "max_tokens": 10, "messages": [{"role": "user", "content": "x" * 40}]}
+    targets = list(itertools.islice(itertools.cycle(replicas), 50))
+    with concurrent.futures.ThreadPoolExecutor(50) as pool:
+        codes = list(pool.map(lambda r: _post(r.data, key, body), targets))
+    assert sorted(codes) == [200] + [429] * 49
