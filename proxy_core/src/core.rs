@@ -194,6 +194,11 @@ impl Core {
         }
         match next(current) {
             Ok(snapshot) => {
+                // Quota figures taken before any request reserves against them.
+                let usage = &self.shared.usage;
+                crate::limits::adopt_ledger(&snapshot, crate::clock::unix_now() as i64, usage.acked(), |seq, visit| {
+                    usage.charges_after(seq, |c| visit(&c.key_id, &c.tenant_id, c.started_at, c.tokens, c.cost_micros))
+                });
                 self.shared.config.store(Some(Arc::new(snapshot)));
                 global.config_applied.fetch_add(1, Ordering::Relaxed);
                 Ok(version)
@@ -257,6 +262,12 @@ impl Core {
     /// Usage events not yet acknowledged (waiting to be synced, drained or acknowledged).
     pub fn usage_backlog(&self) -> usize {
         self.shared.usage.pending()
+    }
+
+    /// Every usage event up to this sequence number is acknowledged (stored by the control
+    /// plane). Read before a snapshot's quota figures, it goes in the snapshot as `usage_acked`.
+    pub fn usage_acked(&self) -> u64 {
+        self.shared.usage.acked()
     }
 
     pub fn metrics_json(&self) -> String {

@@ -16,8 +16,10 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 
 use super::begin::{interrupted_event, BeginRecord, ProgressRecord};
@@ -33,8 +35,23 @@ const MEMORY_RING_MAX: usize = 1 << 18;
 /// How long the syncer sleeps when nothing arrives (begin and progress records written
 /// meanwhile are synced then).
 const IDLE_SYNC: Duration = Duration::from_secs(1);
+/// How many recent events' charges the sink remembers for quota adoption (`charges_after`).
+pub const CHARGE_LOG: usize = 1 << 16;
 
 type Entry = (u64, Bytes);
+
+/// What one recorded event charged, for the quotas of its key and tenant: the spend the core
+/// knows of before the control plane's ledger has it.
+#[derive(Debug)]
+pub struct Charge {
+    pub seq: u64,
+    pub key_id: Arc<str>,
+    pub tenant_id: Arc<str>,
+    /// Unix seconds at arrival: the quota period the ledger counts the request in.
+    pub started_at: f64,
+    pub tokens: u64,
+    pub cost_micros: u64,
+}
 
 /// The syncer's own state: events taken off the ring, ordered, not yet on the ready ring.
 struct Syncer {
@@ -61,6 +78,10 @@ pub struct UsageSink {
     handed: AtomicU64,
     /// Without a journal: events handed out (they leave on `drain`).
     drained: AtomicU64,
+    /// The control plane's acknowledgement (kept without a journal too, for quota adoption).
+    acked: AtomicU64,
+    /// The charges of the last `CHARGE_LOG` events recorded, by sequence number.
+    charges: Box<[ArcSwapOption<Charge>]>,
     capacity: usize,
     /// How long the syncer lets records gather before one `fdatasync` makes them durable.
     sync_interval: Duration,
@@ -115,6 +136,8 @@ impl UsageSink {
             next_seq: AtomicU64::new(first_live),
             handed: AtomicU64::new(0),
             drained: AtomicU64::new(0),
+            acked: AtomicU64::new(journal.as_ref().map_or(0, Journal::acked)),
+            charges: (0..CHARGE_LOG).map(|_| ArcSwapOption::empty()).collect(),
             journal,
             capacity,
             sync_interval,
@@ -189,6 +212,14 @@ impl UsageSink {
         // Every number taken is pushed below: the syncer releases them in order.
         let seq = self.next_seq.fetch_add(1, Ordering::AcqRel);
         event.seq = seq;
+        self.charges[seq as usize % CHARGE_LOG].store(Some(Arc::new(Charge {
+            seq,
+            key_id: event.key_id.clone(),
+            tenant_id: event.tenant_id.clone(),
+            started_at: event.started_at,
+            tokens: event.prompt_tokens + event.completion_tokens,
+            cost_micros: event.cost_micros,
+        })));
         let bytes = match serde_json::to_vec(&event) {
             Ok(b) => Bytes::from(b),
             Err(e) => {
@@ -269,10 +300,32 @@ impl UsageSink {
 
     /// The control plane has stored every event up to `seq` (never past what it was handed).
     pub fn ack(&self, seq: u64) -> std::io::Result<()> {
+        let seq = seq.min(self.handed.load(Ordering::Acquire));
+        self.acked.fetch_max(seq, Ordering::AcqRel);
         match &self.journal {
-            Some(journal) => journal.ack(seq.min(self.handed.load(Ordering::Acquire))),
+            Some(journal) => journal.ack(seq),
             None => Ok(()),
         }
+    }
+
+    /// Every event up to this sequence number is stored by the control plane.
+    pub fn acked(&self) -> u64 {
+        self.acked.load(Ordering::Acquire)
+    }
+
+    /// Visit the charges of the recorded events numbered above `seq` (those the ledger may not
+    /// have). Returns false when some of them are no longer remembered (more than `CHARGE_LOG`
+    /// events recorded since): the visit then covers the most recent ones only.
+    pub fn charges_after(&self, seq: u64, mut visit: impl FnMut(&Charge)) -> bool {
+        let next = self.next_seq.load(Ordering::Acquire);
+        for slot in self.charges.iter() {
+            if let Some(charge) = slot.load().as_ref() {
+                if charge.seq > seq {
+                    visit(charge);
+                }
+            }
+        }
+        next.saturating_sub((seq + 1).max(self.first_live)) <= CHARGE_LOG as u64
     }
 
     /// The syncer's loop: group commit every `sync_interval` while events arrive. Each
