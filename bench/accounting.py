@@ -1,7 +1,7 @@
 """What usage accounting costs per request, in figures that repeat on a busy machine: a fixed
 number of non-streaming requests at c=64 through one target, with each thread's CPU time and
 context switches read from /proc before and after (`bench/threads.py`), and optionally the
-futex calls counted by `strace -c -f`.
+futex calls of each thread group counted by `strace -f -ff`.
 
     python -m bench.accounting [--target usage_off|journal_only|serve] [--requests N]
                                [--concurrency C] [--strace]
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import tempfile
 import time
@@ -34,10 +33,20 @@ def start_target(name: str, workdir: Path, sim: str, cpu: int | None) -> Gateway
     return start_bare_core(workdir, sim, cpu, journal=name == "journal_only")
 
 
-def futex_calls(summary: str) -> int:
-    """The futex line of `strace -c` output (0 when none were made)."""
-    match = re.search(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?futex$", summary, re.M)
-    return int(match.group(1)) if match else 0
+def futex_calls(traces: Path, pid: int) -> dict[str, int]:
+    """futex calls per thread group, from `strace -ff` (one file per thread, named by its id)."""
+    calls: dict[str, int] = {}
+    for trace in traces.parent.glob(traces.name + ".*"):
+        tid = trace.suffix.lstrip(".")
+        try:
+            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+        except OSError:
+            name = "ended"
+        text = trace.read_text(errors="replace")
+        count = sum(1 for line in text.splitlines() if line.startswith("futex("))
+        label = threads.group(name)
+        calls[label] = calls.get(label, 0) + count
+    return calls
 
 
 def measure(
@@ -47,17 +56,17 @@ def measure(
     # Warm up connections, allocator and caches, then the measured run.
     loadgen.run(workdir, "warmup", gateway.url, [*args, "--requests", "2000"], cpu, gateway.key)
     tracer = None
-    summary = workdir / "strace.txt"
+    traces = workdir / "strace"
     if strace:
         tracer = subprocess.Popen(
             [
                 "strace",
                 "-f",
-                "-c",
+                "-ff",
                 "-e",
                 "trace=futex",
                 "-o",
-                str(summary),
+                str(traces),
                 "-p",
                 str(gateway.proc.pid),
             ],
@@ -74,9 +83,9 @@ def measure(
     if tracer is not None:
         tracer.send_signal(2)
         tracer.wait(30)
-        result["futex_calls_per_request"] = round(
-            futex_calls(summary.read_text()) / max(int(report["requests"]), 1), 4
-        )
+        n = max(int(report["requests"]), 1)
+        calls = futex_calls(traces, gateway.proc.pid)
+        result["futex_calls_per_request"] = {k: round(v / n, 4) for k, v in sorted(calls.items())}
     return result
 
 

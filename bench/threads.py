@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -90,4 +91,28 @@ def per_request(
         "groups": groups,
         "cpu_us_per_request": round(every[0] * 1e6 / n, 2),
         "switches_per_request": round((every[1] + every[2]) / n, 4),
+    }
+
+
+def median_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median over rounds of each figure `per_request` gives."""
+    if not rounds:
+        return {}
+    labels = sorted({label for r in rounds for label in r["groups"]})
+    groups = {}
+    for label in labels:
+        rows = [r["groups"][label] for r in rounds if label in r["groups"]]
+        groups[label] = {
+            field: median(float(row[field]) for row in rows)
+            for field in (
+                "cpu_us_per_request",
+                "voluntary_switches_per_request",
+                "involuntary_switches_per_request",
+            )
+        }
+    return {
+        "rounds": len(rounds),
+        "groups": groups,
+        "cpu_us_per_request": median(float(r["cpu_us_per_request"]) for r in rounds),
+        "switches_per_request": median(float(r["switches_per_request"]) for r in rounds),
     }

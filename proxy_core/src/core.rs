@@ -287,6 +287,11 @@ impl Core {
             "Usage events waiting for the drainer.",
             self.shared.usage.pending() as f64,
         ));
+        families.push(FamilySnapshot::counter(
+            "sluicegate_usage_journal_bytes_total",
+            "Bytes this process appended to the usage journal (begin, progress and end records).",
+            self.shared.usage.journal_bytes() as f64,
+        ));
         families.push(FamilySnapshot::gauge(
             "sluicegate_config_version",
             "Version of the config snapshot in force (0 before the first).",

@@ -46,6 +46,8 @@ pub struct Journal {
     next_seq: AtomicU64,
     /// One `sync` at a time (the syncer's; tests call it directly).
     syncing: AtomicBool,
+    /// Bytes of the segments already deleted, for `bytes_written`.
+    retired_bytes: AtomicU64,
     /// Held for the journal's lifetime: one process per journal directory.
     _lock: File,
 }
@@ -69,6 +71,7 @@ impl Journal {
             acked: AtomicU64::new(acked),
             next_seq: AtomicU64::new(next_seq.max(id)),
             syncing: AtomicBool::new(false),
+            retired_bytes: AtomicU64::new(0),
             _lock: lock,
         })
     }
@@ -204,12 +207,18 @@ impl Journal {
                 continue;
             }
             for segment in doomed {
+                self.retired_bytes.fetch_add(segment.written(), Ordering::AcqRel);
                 if let Err(e) = fs::remove_file(self.dir.join(segment_name(segment.id))) {
                     tracing::warn!(error = %e, segment = segment.id, "usage journal: could not delete a finished segment");
                 }
             }
             return;
         }
+    }
+
+    /// Bytes appended by this process (records of every kind), for the metrics.
+    pub fn bytes_written(&self) -> u64 {
+        self.retired_bytes.load(Ordering::Acquire) + self.segments.load().iter().map(|s| s.written()).sum::<u64>()
     }
 
     /// Segment files on disk.

@@ -262,6 +262,11 @@ impl UsageSink {
         self.journal.is_some()
     }
 
+    /// Bytes this process appended to the journal (0 without one).
+    pub fn journal_bytes(&self) -> u64 {
+        self.journal.as_ref().map_or(0, Journal::bytes_written)
+    }
+
     /// Up to `max` events (JSON), waiting up to `timeout` for the first. Replayed events all go
     /// before the first live one. One drainer at a time.
     pub fn drain(&self, max: usize, timeout: Duration) -> Vec<Bytes> {
