@@ -8,7 +8,7 @@ DEPS := $(VENV)/.deps-installed
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint test-rust proptest fleet-tools test-python build-dev build-release bench clean promtool
+.PHONY: demo test lint test-rust loom proptest fleet-tools test-python build-dev build-release bench clean promtool
 
 $(PYTHON):
 	$(PY) -m venv $(VENV)
@@ -44,6 +44,12 @@ lint: build-dev
 test-rust:
 	cargo test --quiet
 
+# loom model-checks the lock-free ring of the usage hand-off (`usage/ring.rs`): push, pop, the
+# bound, close and the sleeping consumer's wake-up, over every interleaving up to the bound.
+LOOM_MAX_PREEMPTIONS ?= 3
+loom:
+	LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) cargo test --quiet --features loom --lib loom_
+
 # The property tests (SSE tap, body peek and splice, answer meter, key parser, config compile,
 # journal replay) with many more cases than `make test` gives them.
 PROPTEST_CASES ?= 20000
@@ -66,7 +72,7 @@ fleet-tools:
 test-python: build-dev promtool fleet-tools
 	$(BIN)/pytest -q
 
-test: lint test-rust test-python
+test: lint test-rust loom test-python
 
 bench: build-release
 	$(PYTHON) -m bench.run

@@ -8,7 +8,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from bench import loadgen
+from bench import loadgen, threads
 from bench.gateway import MODEL, Gateway
 from bench.procs import Proc
 
@@ -27,6 +27,8 @@ STREAM = [
     "--header",
     "x-sim-itl-ms: 10",
 ]
+# Bytes `serve` appended to its usage journal (begin, progress and end records).
+JOURNAL_BYTES = "sluicegate_usage_journal_bytes_total"
 SCENARIOS = {
     "whole_c1": [*WHOLE, "--concurrency", "1"],
     "whole_c64": [*WHOLE, "--concurrency", "64"],
@@ -71,8 +73,13 @@ def run(
     }
     for name, baseline in (baselines or {}).items():
         endpoints[name] = (baseline.url, MODEL, baseline.key, baseline.proc)
+    # `serve`s, whose /metrics say how many bytes their usage journal took.
+    admins = {"gateway": gateway, **{k: v for k, v in (baselines or {}).items() if v.admin}}
+    journal: dict[str, dict[str, list[float]]] = {}
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
     cpu: dict[str, list[float]] = {}
+    # Per thread group (request path, journal syncer, the rest), per request, each round.
+    per_thread: dict[str, list[dict[str, Any]]] = {}
     for scenario, args in SCENARIOS.items():
         names = ["direct", "nginx", "gateway"]
         if scenario == "whole_c64":
@@ -84,6 +91,8 @@ def run(
             for name in names:
                 url, model, key, proc = endpoints[name]
                 before = proc.cpu_seconds() if proc else 0.0
+                sampled = threads.sample(proc.pid) if proc and scenario == "whole_c64" else None
+                bytes_before = admins[name].metric(JOURNAL_BYTES) if name in admins else None
                 report = loadgen.run(
                     workdir,
                     f"{scenario}-{name}-{i + 1}",
@@ -95,8 +104,26 @@ def run(
                 if proc and scenario == "whole_c64":
                     used = (proc.cpu_seconds() - before) / max(report["requests"], 1)
                     cpu.setdefault(name, []).append(used)
+                    if sampled is not None:
+                        after = threads.sample(proc.pid)
+                        costs = threads.per_request(sampled, after, int(report["requests"]))
+                        per_thread.setdefault(name, []).append(costs)
+                if bytes_before is not None:
+                    written = (admins[name].metric(JOURNAL_BYTES) or 0.0) - bytes_before
+                    by_scenario = journal.setdefault(name, {})
+                    by_scenario.setdefault(scenario, []).append(
+                        written / max(int(report["requests"]), 1)
+                    )
                 results[scenario][name].append(report)
-    return {"reports": results, "cpu_seconds_per_request": {k: median(v) for k, v in cpu.items()}}
+    return {
+        "reports": results,
+        "cpu_seconds_per_request": {k: median(v) for k, v in cpu.items()},
+        "threads_per_request": {k: threads.median_rounds(v) for k, v in per_thread.items()},
+        "journal_bytes_per_request": {
+            name: {scenario: round(median(v), 1) for scenario, v in by.items()}
+            for name, by in journal.items()
+        },
+    }
 
 
 def _p(report: dict[str, Any], metric: str, q: str) -> float:
@@ -181,4 +208,6 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
     if "usage_off" in out:
         out["ratios"]["throughput_usage_on_vs_off"] = _rps_ratio(r, "gateway", "usage_off")
     out["cpu_seconds_per_request"] = data["cpu_seconds_per_request"]
+    out["threads_per_request"] = data.get("threads_per_request", {})
+    out["journal_bytes_per_request"] = data.get("journal_bytes_per_request", {})
     return out

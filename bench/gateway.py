@@ -35,6 +35,16 @@ class Gateway:
     admin: str
     key: str
 
+    def metric(self, name: str) -> float | None:
+        """A counter or gauge from the admin API's /metrics (None without an admin API)."""
+        if not self.admin:
+            return None
+        text = httpx.get(self.admin + "/metrics", timeout=30).text
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
     def admin_get(self, path: str, **params: Any) -> Any:
         r = httpx.get(
             self.admin + path,

@@ -19,6 +19,44 @@ def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+SCENARIO_NAMES = ("whole_c1", "whole_c64", "stream_c1", "stream_c64")
+THREAD_TARGETS = (
+    ("usage_off", "data plane alone"),
+    ("journal_only", "data plane + journal"),
+    ("gateway", "`serve` (SQLite)"),
+    ("serve_postgresql", "`serve` (PostgreSQL)"),
+)
+
+
+def threads_table(per: dict[str, Any]) -> list[str]:
+    """Per-thread cost per request at c=64 (from /proc, `bench/threads.py`): the request
+    path's own CPU, the journal syncer's, the rest (drainer, admin API), and the context
+    switches (each a sleep and a wake-up, or a preemption) of all of them."""
+    if not per:
+        return []
+    lines = ["", "Per request at c=64, from /proc (median of the rounds):", ""]
+    head = ["target", "request path CPU (us)", "syncer CPU (us)", "other CPU (us)"]
+    head += ["request path switches", "all switches"]
+    lines += [_row(head), _row(["---"] * len(head))]
+    for name, words in THREAD_TARGETS:
+        t = per.get(name)
+        if not t:
+            continue
+        g = t["groups"]
+
+        def cpu(label: str, g: dict[str, Any] = g) -> str:
+            return _f(g[label]["cpu_us_per_request"], 1) if label in g else "-"
+
+        path = g.get("request_path", {})
+        path_switches = path.get("voluntary_switches_per_request", 0.0) + path.get(
+            "involuntary_switches_per_request", 0.0
+        )
+        cells = [words, cpu("request_path"), cpu("journal_syncer"), cpu("other")]
+        cells += [_f(path_switches, 3), _f(t["switches_per_request"], 3)]
+        lines.append(_row(cells))
+    return lines
+
+
 def markdown(results: dict[str, Any]) -> str:
     s = results["summary"]
     g, n, d, r = s["gateway"], s["nginx"], s["direct"], s["ratios"]
@@ -162,6 +200,16 @@ def markdown(results: dict[str, Any]) -> str:
             rps = g["whole_c64_rps"] if name == "gateway" else s.get(name, {}).get("whole_c64_rps")
             lines.append(_row([words, _f(rps, 0), _f(cpu.get(name), 6)]))
         lines += ["", f"Usage on / off: {_f(r['throughput_usage_on_vs_off'])}."]
+    lines += threads_table(s.get("threads_per_request", {}))
+    journal = s.get("journal_bytes_per_request", {})
+    if journal:
+        lines += ["", "Usage journal bytes per request (begin, progress every 16 events, end):", ""]
+        lines += [_row(["target", *SCENARIO_NAMES]), _row(["---"] * (1 + len(SCENARIO_NAMES)))]
+        for name, words in THREAD_TARGETS:
+            if name in journal:
+                lines.append(
+                    _row([words, *(_f(journal[name].get(sc), 0) for sc in SCENARIO_NAMES)])
+                )
     cal = results.get("calibration")
     if cal:
         configured = (

@@ -162,3 +162,8 @@ class CoreBridge:
     def usage_backlog(self) -> int:
         """Events the core holds that are not acknowledged yet (journaled, ready or handed out)."""
         return self._core.usage_backlog
+
+    def usage_acked(self) -> int:
+        """Every usage event up to this sequence number is stored. Read before the quotas'
+        ledger figures, it tells the core which of its events those figures already hold."""
+        return self._core.usage_acked

@@ -40,7 +40,7 @@ from control.audit.models import AuditEntry
 from control.audit.redact import redact
 from control.bridge.core_bridge import CoreBridge
 from control.bridge.refusal import locate_fault, refusal_of
-from control.bridge.snapshot import Snapshot, build_key_changes
+from control.bridge.snapshot import Snapshot, build_key_changes, with_usage_acked
 from control.bridge.state import ControlState, committed_version, lock_state
 from control.fleet.channel import announce
 from control.timeutil import utcnow
@@ -174,9 +174,12 @@ class Mutator:
         """Apply the snapshot this transaction holds under the next version; returns it.
         A refusal becomes `CoreRejected` naming the request field at fault."""
         version = state.config_version + 1
+        # Read before the ledger's figures: every event up to it is in them.
+        acked = self._bridge.usage_acked()
         snapshot = self._build(session)
+        payload = with_usage_acked(snapshot.payload, acked)
         try:
-            self._bridge.apply(version, snapshot.payload)
+            self._bridge.apply(version, payload)
         except StaleConfigError:
             # The core runs a version the database never committed (a commit failed after the
             # ACK, and so did the resync that followed): move past it and push again.
@@ -188,7 +191,7 @@ class Mutator:
             )
             version = max(version, core_version) + 1
             try:
-                self._bridge.apply(version, snapshot.payload)
+                self._bridge.apply(version, payload)
             except ConfigError as e:
                 raise core_rejection(e, snapshot, subject) from None
         except ConfigError as e:
@@ -200,11 +203,12 @@ class Mutator:
     def _push_keys(self, session: Session, state: ControlState, mutation: Mutation) -> int:
         """Apply the mutation's key changes under the next version; returns it."""
         version = state.config_version + 1
+        acked = self._bridge.usage_acked()
         changes = self._build_keys(
             session, mutation.key_upserts, mutation.key_removals, self._keys_current_at
         )
         try:
-            self._bridge.apply_keys(version, changes.payload)
+            self._bridge.apply_keys(version, with_usage_acked(changes.payload, acked))
         except (StaleConfigError, StateError):
             # The core runs a version the database never committed, or no snapshot at all: a
             # whole snapshot puts it back in step.
@@ -246,17 +250,19 @@ class Mutator:
             current = self._bridge.core_version or 0
             if version <= current:
                 return None
+            # Read before the ledger's figures: every event up to it is in them.
+            acked = self._bridge.usage_acked()
             if keys is not None and keys.version == version and current == version - 1:
                 changes = self._build_keys(session, keys.upsert, keys.remove, self._keys_current_at)
                 try:
-                    self._bridge.apply_keys(version, changes.payload)
+                    self._bridge.apply_keys(version, with_usage_acked(changes.payload, acked))
                     self._keys_current_at = changes.at
                     return version
                 except (ConfigError, StateError):
                     pass  # a whole snapshot settles it
             snapshot = self._build(session)
             try:
-                self._bridge.apply(version, snapshot.payload)
+                self._bridge.apply(version, with_usage_acked(snapshot.payload, acked))
             except StaleConfigError:
                 return None  # this replica moved past it meanwhile
             except ConfigError as e:

@@ -280,6 +280,15 @@ def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -
     return Snapshot(json.dumps(payload, separators=(",", ":")), index, moment)
 
 
+def with_usage_acked(payload: str, usage_acked: int) -> str:
+    """`payload` (a snapshot or key changes, a JSON object) stamped with the core's usage
+    acknowledgement as read before its quota figures were: the core adds to a figure it adopts
+    what it charged after that (events the ledger did not have yet), so no spend is forgotten."""
+    if not payload.endswith("}"):
+        raise ValueError("a payload is a JSON object")
+    return f'{payload[:-1]},"usage_acked":{int(usage_acked)}}}'
+
+
 def build_key_changes(
     session: Session,
     upsert: Sequence[str],

@@ -225,6 +225,11 @@ impl Core {
         }
         match next(current) {
             Ok(snapshot) => {
+                // Quota figures taken before any request reserves against them.
+                let usage = &self.shared.usage;
+                crate::limits::adopt_ledger(&snapshot, crate::clock::unix_now() as i64, usage.acked(), |seq, visit| {
+                    usage.charges_after(seq, |c| visit(&c.key_id, &c.tenant_id, c.started_at, c.tokens, c.cost_micros))
+                });
                 self.shared.config.store(Some(Arc::new(snapshot)));
                 global.config_applied.fetch_add(1, Ordering::Relaxed);
                 Ok(version)
@@ -290,6 +295,12 @@ impl Core {
         self.shared.usage.pending()
     }
 
+    /// Every usage event up to this sequence number is acknowledged (stored by the control
+    /// plane). Read before a snapshot's quota figures, it goes in the snapshot as `usage_acked`.
+    pub fn usage_acked(&self) -> u64 {
+        self.shared.usage.acked()
+    }
+
     pub fn metrics_json(&self) -> String {
         let mut families = metrics::render(&self.shared.metrics);
         if let Some(snapshot) = self.shared.config.load_full() {
@@ -310,6 +321,11 @@ impl Core {
         if let Some(fleet) = self.shared.fleet.get() {
             families.extend(crate::fleet::metric_families(fleet));
         }
+        families.push(FamilySnapshot::counter(
+            "sluicegate_usage_journal_bytes_total",
+            "Bytes this process appended to the usage journal (begin, progress and end records).",
+            self.shared.usage.journal_bytes() as f64,
+        ));
         families.push(FamilySnapshot::gauge(
             "sluicegate_config_version",
             "Version of the config snapshot in force (0 before the first).",

@@ -288,6 +288,13 @@ impl PyCore {
         self.inner.usage_backlog()
     }
 
+    /// Every usage event up to this sequence number is acknowledged; read it before the
+    /// ledger's quota figures and send it with them as the snapshot's `usage_acked`.
+    #[getter]
+    fn usage_acked(&self) -> u64 {
+        self.inner.usage_acked()
+    }
+
     #[getter]
     fn running(&self) -> bool {
         self.inner.is_running()

@@ -112,3 +112,36 @@ def test_tenant_quota_binds_all_its_keys(sim_factory, gateway_factory) -> None:
     assert httpx.post(gw.url + CHAT, json=BODY, headers={**a.headers, **short}).status_code == 200
     r = httpx.post(gw.url + CHAT, json=BODY, headers={**b.headers, **short})
     assert r.status_code == 429 and r.json()["error"]["message"].startswith("tenant")
+
+
+def test_a_new_period_counts_what_the_ledger_does_not_have_yet(
+    sim_factory, gateway_factory
+) -> None:
+    """A quota's period turns while requests of the new period are not yet drained: the ledger's
+    figure for it (here 0: nothing stored) plus what the core charged since the period began
+    holds exactly. The period is one whose `period_start` the test has just crossed (a period
+    short enough to cross in a test); the core adopts the figure when the snapshot carrying it
+    is applied."""
+    sim = sim_factory("--ttft-ms", "1", "--itl-ms", "1")
+    start = int(time.time()) + 1
+    earlier = quota(tokens=100, period_start=start - 60)
+    cfg, headers = build(sim.address, quota=earlier)
+    gw = gateway_factory(cfg)
+    time.sleep(max(0.0, start - time.time()))
+    # Two requests of the new period, 20 tokens each (10 prompt + 10 generated), their events
+    # neither drained nor acknowledged.
+    for _ in range(2):
+        assert httpx.post(gw.url + CHAT, json=BODY, headers=headers).status_code == 200
+    cfg.keys[0]["quota"] = quota(tokens=100, period_start=start, used_tokens=0)
+    gw.apply(cfg)
+    # 40 of 100 used: three more fit, the fourth is refused. (Adopting the ledger's 0 alone
+    # would have let five through: spend forgotten.)
+    codes = [httpx.post(gw.url + CHAT, json=BODY, headers=headers).status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    events = gw.drain(expect=5)
+    assert sum(e["prompt_tokens"] + e["completion_tokens"] for e in events) == 100
+    # Figures that include those events, for the same period, change nothing: the core is in
+    # that period already and keeps its own count (no event counted twice).
+    cfg.keys[0]["quota"] = quota(tokens=100, period_start=start, used_tokens=100)
+    gw.apply(cfg)
+    assert httpx.post(gw.url + CHAT, json=BODY, headers=headers).status_code == 429

@@ -175,15 +175,30 @@ def set_up(serve: Serve, sim_address: str) -> str:
     return key
 
 
+def is_content(line: str) -> bool:
+    """An SSE data line carrying generated text (what the gateway counts as a content event)."""
+    if not line.startswith("data: {"):
+        return False
+    try:
+        choices = json.loads(line[6:]).get("choices") or []
+    except ValueError:
+        return False
+    return any((c.get("delta") or {}).get("content") for c in choices)
+
+
 @dataclass
 class Load:
     """Streaming chat requests from `threads` clients, following the gateway across restarts
-    (a refused connection waits a little and tries the current address again)."""
+    (a refused connection waits a little and tries the current address again). `received`:
+    content events each request's client got (by `x-request-id`), counted line by line, so a
+    stream cut by a kill counts what arrived before the cut."""
 
     serve: Serve
     key: str
     threads: int = 6
+    body: dict[str, Any] = field(default_factory=lambda: BODY)
     outcomes: Counter[str] = field(default_factory=Counter)
+    received: dict[str, int] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _workers: list[threading.Thread] = field(default_factory=list)
 
@@ -208,18 +223,33 @@ class Load:
                     continue
                 try:
                     with client.stream(
-                        "POST", url + "/v1/chat/completions", json=BODY, headers=headers
+                        "POST", url + "/v1/chat/completions", json=self.body, headers=headers
                     ) as response:
-                        body = b"".join(response.iter_bytes())
+                        last = self._read(response)
                     if response.status_code != 200:
                         self.outcomes[f"http {response.status_code}"] += 1
-                    elif body.rstrip().endswith(b"data: [DONE]"):
+                    elif last == "data: [DONE]":
                         self.outcomes["complete"] += 1
                     else:
                         self.outcomes["truncated"] += 1
                 except httpx.HTTPError:
                     self.outcomes["cut"] += 1
                     time.sleep(0.02)
+
+    def _read(self, response: httpx.Response) -> str:
+        """Read a response line by line, counting its content events as they arrive; returns
+        its last non-empty line."""
+        request_id = response.headers.get("x-request-id")
+        events, last = 0, ""
+        try:
+            for line in response.iter_lines():
+                if line:
+                    last = line
+                    events += is_content(line)
+        finally:
+            if request_id is not None and response.status_code == 200:
+                self.received[request_id] = events
+        return last
 
 
 def sim_record(path: Path) -> list[dict[str, Any]]:
@@ -253,7 +283,8 @@ def compare(rows: list[dict[str, Any]], record: list[dict[str, Any]]) -> dict[st
     """The ledger against the simulator's record, under the billing policy of ARCHITECTURE.md:
     a request that ended in the gateway is billed what the upstream reported; one the gateway
     died in (`interrupted`, found as a begin record without its end at the next start) is billed
-    its prompt estimate and no completion tokens, whether or not the upstream got it."""
+    its prompt and the content events its latest progress record counted (never more than the
+    upstream produced), whether or not the upstream got it."""
     ids = Counter(r["request_id"] for r in rows)
     assert not [i for i, n in ids.items() if n > 1], "duplicate usage rows"
     seen = Counter(r["request_id"] for r in record)
@@ -264,16 +295,20 @@ def compare(rows: list[dict[str, Any]], record: list[dict[str, Any]]) -> dict[st
     missing = sorted(set(truth) - set(by_id))
     assert not missing, f"{len(missing)} requests the simulator served have no usage row"
     unseen = [by_id[i] for i in set(by_id) - set(truth)]
-    # Begun in the gateway, killed before the upstream had the request: interrupted only.
+    # Begun in the gateway, killed before the upstream had the request: interrupted only, and
+    # nothing relayed.
     assert all(r["outcome"] == "interrupted" for r in unseen), unseen[:3]
+    assert all(r["completion_tokens"] == 0 for r in unseen), unseen[:3]
 
     counts: Counter[str] = Counter()
     for request_id, sim in truth.items():
         row = by_id[request_id]
         if row["outcome"] == "interrupted":
-            assert (row["status"], row["usage_source"]) == (499, "estimated"), row
-            assert (row["prompt_tokens"], row["completion_tokens"]) == (sim["prompt_tokens"], 0)
+            assert row["status"] == 499 and row["usage_source"] in ("estimated", "upstream"), row
+            assert row["prompt_tokens"] == sim["prompt_tokens"], (row, sim)
+            assert 0 <= row["completion_tokens"] <= sim["completion_tokens"], (row, sim)
             counts["interrupted"] += 1
+            counts["interrupted_with_progress"] += row["completion_tokens"] > 0
         else:
             assert (row["outcome"], row["usage_source"]) == ("complete", "upstream"), row
             assert (row["prompt_tokens"], row["completion_tokens"]) == (
@@ -284,12 +319,26 @@ def compare(rows: list[dict[str, Any]], record: list[dict[str, Any]]) -> dict[st
     counts["interrupted_unseen"] = len(unseen)
     # Token sums, the same under the policy.
     billed_prompt = sum(r["prompt_tokens"] for r in rows)
-    billed_completion = sum(r["completion_tokens"] for r in rows)
     expected_prompt = sum(s["prompt_tokens"] for s in record) + sum(
         r["prompt_tokens"] for r in unseen
     )
-    expected_completion = sum(
-        s["completion_tokens"] for s in record if by_id[s["request_id"]]["outcome"] != "interrupted"
-    )
-    assert (billed_prompt, billed_completion) == (expected_prompt, expected_completion)
+    assert billed_prompt == expected_prompt
     return dict(counts)
+
+
+def compare_received(rows: list[dict[str, Any]], received: dict[str, int], bound: int) -> int:
+    """Each request's billed completion tokens against the content events its client received
+    (one token each): never more, and an interrupted one at most `bound` fewer. Returns the
+    largest shortfall seen."""
+    worst = 0
+    for row in rows:
+        got = received.get(row["request_id"])
+        if got is None:
+            # No response reached the client: nothing was relayed, nothing is billed for it.
+            assert row["completion_tokens"] == 0, row
+            continue
+        assert row["completion_tokens"] <= got, (row, got)
+        if row["outcome"] == "interrupted":
+            worst = max(worst, got - row["completion_tokens"])
+            assert got - row["completion_tokens"] <= bound, (row, got, bound)
+    return worst

@@ -1,6 +1,13 @@
 //! Admission to one pool: at most `max_inflight` requests at the upstreams, the rest waiting in
-//! bounded lanes. Taking a free slot when nobody waits is one CAS; the lanes sit behind a mutex
-//! whose critical sections are O(1) and never span an await.
+//! bounded lanes. The fast path takes no lock: a free slot when nobody waits is one CAS, and
+//! giving a slot back when nobody waits is one atomic subtraction. Only a pool whose slots are
+//! all taken touches its lanes, behind that pool's own mutex, in critical sections that are
+//! O(1) (a cancellation O(lane depth)) and never span an await (ARCHITECTURE.md says why it
+//! stays).
+//!
+//! A request that queues and a slot that frees at the same moment cannot miss each other: the
+//! releaser subtracts from `inflight` and then reads `queued`; the queuer adds to `queued` and
+//! then tries for a slot again (sequentially consistent, so one of the two sees the other).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -45,6 +52,8 @@ pub struct Ticket {
     rx: oneshot::Receiver<Permit>,
     give_up_at: Instant,
     deadline_bound: bool,
+    /// Out of the lane already (served, or left): dropping it takes no lock.
+    left: bool,
 }
 
 pub struct PoolGate {
@@ -99,6 +108,12 @@ impl PoolGate {
         self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The lanes' lock, held by a test to show what does not wait for it.
+    #[cfg(test)]
+    pub(super) fn hold_lanes(&self) -> MutexGuard<'_, Lanes> {
+        self.lock()
+    }
+
     /// New limits take effect at once; waiters and slots in use are kept.
     pub fn reconfigure(self: &Arc<Self>, config: AdmissionConfig) {
         self.config.store(Arc::new(config));
@@ -110,11 +125,11 @@ impl PoolGate {
         let max = self.config.load().max_inflight;
         match max {
             None => {
-                self.inflight.fetch_add(1, Ordering::AcqRel);
+                self.inflight.fetch_add(1, Ordering::SeqCst);
                 true
             }
             Some(max) => {
-                self.inflight.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1)).is_ok()
+                self.inflight.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then_some(n + 1)).is_ok()
             }
         }
     }
@@ -155,8 +170,8 @@ impl PoolGate {
         let _ = self.hold_ewma_us.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
             Some(if old == 0 { sample } else { old - old / 8 + sample / 8 })
         });
-        self.inflight.fetch_sub(1, Ordering::AcqRel);
-        if self.queued.load(Ordering::Acquire) > 0 {
+        self.inflight.fetch_sub(1, Ordering::SeqCst);
+        if self.queued.load(Ordering::SeqCst) > 0 {
             let mut lanes = self.lock();
             self.dispatch(&mut lanes);
         }
@@ -170,7 +185,7 @@ impl PoolGate {
         tenant: &Arc<str>,
         deadline: Option<Instant>,
     ) -> Result<Entry, GatewayError> {
-        if self.queued.load(Ordering::Acquire) == 0 && self.try_slot() {
+        if self.queued.load(Ordering::SeqCst) == 0 && self.try_slot() {
             return Ok(Entry::Admitted(self.permit()));
         }
         let config = self.config.load_full();
@@ -213,10 +228,13 @@ impl PoolGate {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         lanes.push(lane, Waiter { id, tenant: tenant.clone(), tx });
-        self.queued.fetch_add(1, Ordering::AcqRel);
+        self.queued.fetch_add(1, Ordering::SeqCst);
         let depth = self.depth[lane].fetch_add(1, Ordering::AcqRel) + 1;
         self.depth_peak[lane].fetch_max(depth, Ordering::Relaxed);
-        Ok(Entry::Queued(Ticket { gate: self.clone(), lane, id, rx, give_up_at, deadline_bound }))
+        // A slot freed after the check above, by a releaser that saw no one queued: take it
+        // for the head of the lanes (this request, or one before it).
+        self.dispatch(&mut lanes);
+        Ok(Entry::Queued(Ticket { gate: self.clone(), lane, id, rx, give_up_at, deadline_bound, left: false }))
     }
 }
 
@@ -224,7 +242,10 @@ impl Ticket {
     /// Wait for a slot until the lane's maximum wait or the request's deadline.
     pub async fn wait(mut self) -> Result<Permit, GatewayError> {
         match tokio::time::timeout_at(self.give_up_at, &mut self.rx).await {
-            Ok(Ok(permit)) => Ok(permit),
+            Ok(Ok(permit)) => {
+                self.left = true; // the dispatcher took it out of the lane
+                Ok(permit)
+            }
             Ok(Err(_)) => Err(GatewayError::new(ErrorKind::Internal, "the admission queue dropped a waiter")),
             Err(_) => {
                 if let Some(permit) = self.leave() {
@@ -244,6 +265,7 @@ impl Ticket {
 
     /// Leave the lane; returns a permit if one was handed over in the meantime.
     fn leave(&mut self) -> Option<Permit> {
+        self.left = true;
         let gate = self.gate.clone();
         let mut lanes = gate.lock();
         if lanes.remove(self.lane, self.id).is_some() {
@@ -260,6 +282,9 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         // A client that goes away while queued frees its place; a permit already handed over is
         // dropped here too, which passes the slot on.
+        if self.left {
+            return;
+        }
         let gate = self.gate.clone();
         let mut lanes = gate.lock();
         if lanes.remove(self.lane, self.id).is_some() {

@@ -190,3 +190,49 @@ async fn reconfiguration_keeps_waiters_and_slots() {
     assert_eq!(refused.kind, ErrorKind::QueueFull);
     assert_eq!(gate.inflight(), 3);
 }
+
+/// Runs `work` on another thread while this one holds the pool's lanes: it finishes only if it
+/// never waits for that lock.
+fn without_the_lanes_lock(gate: &Arc<PoolGate>, work: impl FnOnce() + Send + 'static) -> bool {
+    let lanes = gate.hold_lanes();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        work();
+        let _ = tx.send(());
+    });
+    let finished = rx.recv_timeout(std::time::Duration::from_secs(30)).is_ok();
+    drop(lanes);
+    finished
+}
+
+#[test]
+fn admitting_and_releasing_with_free_slots_takes_no_lock() {
+    let gate = Arc::new(PoolGate::new(config(2, 10)));
+    let g = gate.clone();
+    let fast = without_the_lanes_lock(&gate, move || {
+        let t = tenant("t");
+        for _ in 0..1000 {
+            let a = admitted(g.enter(Priority::Interactive, &t, None).unwrap());
+            let b = admitted(g.enter(Priority::Batch, &t, None).unwrap());
+            drop((a, b));
+        }
+    });
+    assert!(fast, "the fast path waited for the lanes' lock");
+    assert_eq!(gate.inflight(), 0);
+}
+
+#[test]
+fn a_served_waiter_leaves_without_the_lock() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let gate = Arc::new(PoolGate::new(config(1, 10)));
+    let t = tenant("t");
+    let holder = admitted(gate.enter(Priority::Interactive, &t, None).unwrap());
+    let ticket = queued(gate.enter(Priority::Interactive, &t, None).unwrap());
+    drop(holder); // the slot goes to the waiter, under the lock (the pool is saturated)
+    let served = without_the_lanes_lock(&gate, move || {
+        let permit = runtime.block_on(ticket.wait()).unwrap();
+        drop(permit);
+    });
+    assert!(served, "a served ticket took the lanes' lock");
+    assert_eq!((gate.inflight(), gate.depth(Priority::Interactive)), (0, 0));
+}

@@ -143,6 +143,7 @@ pub fn compile(version: u64, payload: &ConfigPayload, lease: &mut Lease<'_>) -> 
         routes,
         route_aliases,
         pools: pools.into_iter().map(|(id, pool)| (Arc::<str>::from(id), pool)).collect(),
+        usage_acked: payload.usage_acked,
     })
 }
 
@@ -215,6 +216,7 @@ pub fn apply_key_delta(
         routes: old.routes.clone(),
         route_aliases: old.route_aliases.clone(),
         pools: old.pools.clone(),
+        usage_acked: delta.usage_acked,
     })
 }
 

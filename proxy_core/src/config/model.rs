@@ -18,6 +18,11 @@ pub struct ConfigPayload {
     /// Prices in force, one per model alias.
     #[serde(default)]
     pub prices: Vec<PriceConfig>,
+    /// The core's usage acknowledgement (`Core.usage_acked`) read before the quotas' ledger
+    /// figures: every event up to it is in them, and what the core charged after it is added
+    /// when a figure is adopted. Absent: the acknowledgement when the snapshot is applied.
+    #[serde(default)]
+    pub usage_acked: Option<u64>,
 }
 
 /// Keys added, replaced (same id) or removed (by id), applied on top of the snapshot in force.
@@ -28,6 +33,9 @@ pub struct KeyDelta {
     pub upsert: Vec<KeyConfig>,
     #[serde(default)]
     pub remove: Vec<String>,
+    /// As `ConfigPayload::usage_acked`, for the quotas of the keys upserted.
+    #[serde(default)]
+    pub usage_acked: Option<u64>,
 }
 
 /// What a model costs, in integer micro-units of the billing currency per million tokens.

@@ -30,6 +30,9 @@ pub struct Snapshot {
     /// Route aliases in sorted order, for `/v1/models`.
     pub route_aliases: Vec<Arc<str>>,
     pub pools: HashMap<Arc<str>, Arc<Pool>>,
+    /// The usage acknowledgement the quotas' ledger figures were read after (see
+    /// `ConfigPayload::usage_acked`).
+    pub usage_acked: Option<u64>,
 }
 
 pub struct TenantEntry {

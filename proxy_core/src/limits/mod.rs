@@ -8,15 +8,17 @@
 //! i.e. at most (requests in flight) x (their prompt-estimate error), since completions never
 //! exceed max_tokens; requests without max_tokens reserve the model's maximum.
 
+mod adoption;
 mod concurrency;
 mod gcra;
 mod leased;
 mod quota;
 
+pub use adoption::adopt_ledger;
 pub use concurrency::{Concurrency, Slot};
 pub use gcra::{Gcra, Level, Rate, Refusal};
 pub use leased::{Allowance, LeaseHold, Leased, QuotaChunk, Slots};
-pub use quota::{period_start, Exhausted, QuotaHold, QuotaState};
+pub use quota::{period_start, Exhausted, QuotaHold, QuotaScope, QuotaState, Unledgered};
 
 use std::sync::Arc;
 use std::time::Duration;

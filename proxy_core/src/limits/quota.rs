@@ -3,6 +3,7 @@
 //! and the request settles to what it actually used when it ends. The reservation is owned by the
 //! request (RAII): every end, including a dropped connection, releases or settles it.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -100,11 +101,88 @@ fn reserve_one(counter: &AtomicU64, limit: Option<u64>, amount: u64) -> Result<(
     }
 }
 
+/// Where the period `now` is in starts: the period's own start, or `period_start` (a reset, a
+/// new definition) when later.
+fn effective_start(config: &QuotaConfig, now: i64) -> i64 {
+    period_start(config.period, now).map_or(config.period_start, |p| p.max(config.period_start))
+}
+
+/// Whose quota: a key's or a tenant's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum QuotaScope {
+    Key(Arc<str>),
+    Tenant(Arc<str>),
+}
+
+/// What the core has charged that the control plane's ledger may not have yet (events not yet
+/// stored when the ledger's figures were read), by scope and arrival: what an adoption of those
+/// figures must add so that it never forgets spend.
+#[derive(Default)]
+pub struct Unledgered {
+    by_scope: HashMap<QuotaScope, Vec<(f64, u64, u64)>>,
+}
+
+impl Unledgered {
+    /// One request's charge, counted against its key's and its tenant's quotas.
+    pub fn add(&mut self, key: &Arc<str>, tenant: &Arc<str>, started_at: f64, tokens: u64, cost: u64) {
+        for scope in [QuotaScope::Key(key.clone()), QuotaScope::Tenant(tenant.clone())] {
+            self.by_scope.entry(scope).or_default().push((started_at, tokens, cost));
+        }
+    }
+
+    /// Tokens and cost charged to `scope` by requests that arrived at `start` or later (the
+    /// ledger counts a request in the period it started in).
+    pub fn since(&self, scope: &QuotaScope, start: i64) -> (u64, u64) {
+        self.by_scope.get(scope).map_or((0, 0), |charges| {
+            charges
+                .iter()
+                .filter(|(started_at, _, _)| *started_at >= start as f64)
+                .fold((0, 0), |(t, c), (_, tokens, cost)| (t + tokens, c + cost))
+        })
+    }
+}
+
 impl QuotaState {
-    /// The counts of the period `now` is in: moved to a new period (adopting the ledger's figures
-    /// when they describe it) if the one in force is older.
+    /// Whether `adopt` would take `config`'s ledger figures at `now`: they describe a period
+    /// (a new one, a reset, a new definition) this state has not reached yet.
+    pub fn would_adopt(&self, config: &QuotaConfig, now: i64) -> bool {
+        let start = effective_start(config, now);
+        config.period_start == start && self.current.load().start < start
+    }
+
+    /// Take the ledger's figures for the period `now` is in, if they describe a period this
+    /// state has not reached, plus what the core knows of that period that the ledger does not
+    /// have yet (`unledgered(start)`: events not yet stored). Done when a snapshot is applied,
+    /// before any request reserves against it. Returns whether it adopted.
+    pub fn adopt(&self, config: &QuotaConfig, now: i64, unledgered: impl FnOnce(i64) -> (u64, u64)) -> bool {
+        if !self.would_adopt(config, now) {
+            return false;
+        }
+        let start = effective_start(config, now);
+        let (tokens, cost) = unledgered(start);
+        loop {
+            let seen = self.current.load_full();
+            if seen.start >= start {
+                return false;
+            }
+            let fresh = Arc::new(PeriodUse {
+                start,
+                tokens: AtomicU64::new(config.used_tokens.saturating_add(tokens)),
+                cost: AtomicU64::new(config.used_cost_micros.saturating_add(cost)),
+            });
+            let previous = self.current.compare_and_swap(&seen, fresh);
+            if Arc::ptr_eq(&previous, &seen) {
+                return true;
+            }
+        }
+    }
+
+    /// The counts of the period `now` is in: moved to a new period if the one in force is
+    /// older. A snapshot's ledger figures were adopted when it was applied (`adopt`); a period
+    /// that turns later starts from zero here, since every request of it reserves here first
+    /// (the figures are taken again only if they describe it: a state that was never adopted).
     fn period(&self, config: &QuotaConfig, now: i64) -> Arc<PeriodUse> {
-        let start = period_start(config.period, now).map_or(config.period_start, |p| p.max(config.period_start));
+        let start = effective_start(config, now);
         loop {
             let seen = self.current.load_full();
             if seen.start >= start {

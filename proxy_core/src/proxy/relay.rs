@@ -240,11 +240,14 @@ impl Body for RelayBody {
                         RelayMode::Stream { tap, .. } => {
                             let fed = tap.feed(data);
                             let stats = tap.stats;
+                            // What went out before this frame, now that the connection took it.
+                            this.guard.journal_progress(now.into_std());
                             if let Some(trace) = this.guard.trace() {
                                 if fed.content && trace.first_token_at.is_none() {
                                     trace.first_token_at = Some(now.into_std());
                                 }
                                 trace.relayed_tokens = stats.content_events;
+                                trace.streamed_usage = stats.usage;
                                 if let Some(usage) = stats.usage {
                                     trace.reported_prompt = Some(usage.prompt);
                                 }

@@ -15,7 +15,9 @@ use crate::metrics::{LegSeries, PoolSeries};
 use crate::routing::PoolState;
 use crate::sse::TokenUsage;
 use crate::stats::{Observation, Windows};
-use crate::usage::{BeginRecord, Outcome, Ticket, UsageEvent, UsageSource};
+use crate::usage::{
+    BeginRecord, Outcome, ProgressRecord, ReportedUsage, Ticket, UsageEvent, UsageSource, PROGRESS_EVERY_EVENTS,
+};
 
 use super::context::RequestCtx;
 use super::shared::Shared;
@@ -75,8 +77,13 @@ pub struct Trace {
     pub held: Held,
     pub price: Option<Price>,
     pub route_windows: Arc<Windows>,
-    /// Where the journal holds this request's begin record.
+    /// Where the journal holds this request's begin record (and its latest progress record).
     pub journal: Option<Ticket>,
+    /// The upstream's usage as the stream's tap has seen it so far.
+    pub streamed_usage: Option<TokenUsage>,
+    /// Content events the latest progress record counted, and when it was written.
+    pub progress_relayed: u64,
+    pub progress_at: Option<Instant>,
 }
 
 impl Trace {
@@ -110,6 +117,9 @@ impl Trace {
             price: ctx.route.price,
             route_windows: ctx.route.windows.clone(),
             journal: None,
+            streamed_usage: None,
+            progress_relayed: 0,
+            progress_at: None,
         }
     }
 
@@ -151,8 +161,40 @@ impl Trace {
             started_at: self.arrived_unix,
             price_version: self.price.map(|p| p.version),
             prompt_cost_micros: self.price.map_or(0, |p| p.cost(self.prompt_estimate, 0)),
+            input_per_mtok: self.price.map(|p| p.input_per_mtok),
+            output_per_mtok: self.price.map(|p| p.output_per_mtok),
             client_retry_count: self.client_retry_count,
         });
+    }
+
+    /// A stream is about to relay its next frame: journal what went to the client before it,
+    /// once `PROGRESS_EVERY_EVENTS` content events and one journal commit interval have passed
+    /// since the last record (whichever comes later), so that a crash under-bills a stream by
+    /// at most that much. The frame being relayed is not counted: the client may not get it.
+    pub fn journal_progress(&mut self, shared: &Shared, now: Instant) {
+        let relayed = self.relayed_tokens;
+        if relayed < self.progress_relayed + PROGRESS_EVERY_EVENTS {
+            return;
+        }
+        if self.progress_at.is_some_and(|at| now.saturating_duration_since(at) < shared.usage.sync_interval()) {
+            return;
+        }
+        let Some(ticket) = self.journal.as_mut() else {
+            return;
+        };
+        let record = ProgressRecord {
+            request_id: self.request_id.clone(),
+            relayed,
+            reported_prompt: self.reported_prompt,
+            usage: self.streamed_usage.map(|u| ReportedUsage {
+                prompt: u.prompt,
+                completion: u.completion,
+                cached: u.cached,
+            }),
+        };
+        shared.usage.progress(ticket, &record);
+        self.progress_relayed = relayed;
+        self.progress_at = Some(now);
     }
 
     pub fn mark_headers(&mut self, status: u16, connect: Option<Duration>) {
@@ -175,6 +217,13 @@ impl UsageGuard {
     /// The live trace; `None` only after `finish`.
     pub fn trace(&mut self) -> Option<&mut Trace> {
         self.trace.as_deref_mut()
+    }
+
+    /// See `Trace::journal_progress`.
+    pub fn journal_progress(&mut self, now: Instant) {
+        if let Some(trace) = self.trace.as_deref_mut() {
+            trace.journal_progress(&self.shared, now);
+        }
     }
 
     pub fn finish(&mut self, outcome: Outcome) {

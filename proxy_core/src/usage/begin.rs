@@ -1,14 +1,22 @@
-//! The begin record: what the journal knows of a request that reached its first upstream, enough
-//! to bill it (as `interrupted`) if the gateway dies before the request ends.
+//! The begin and progress records: what the journal knows of a request in flight, enough to bill
+//! it (as `interrupted`) if the gateway dies before the request ends: its prompt, and what a
+//! stream had relayed to the client by its latest progress record.
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::event::{Outcome, UsageEvent, UsageSource};
+use crate::config::Price;
+
+/// Content events a stream relays between two progress records, at least (and at least one
+/// journal commit interval between them): a request found interrupted is billed at most that
+/// many events (or one interval's worth, if more) short of what its client received.
+pub const PROGRESS_EVERY_EVENTS: u64 = 16;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BeginRecord {
+    /// The journal's sequence counter when the request began (not an event's own number).
     pub seq: u64,
     pub request_id: Arc<str>,
     pub key_id: Arc<str>,
@@ -26,7 +34,33 @@ pub struct BeginRecord {
     pub price_version: Option<i64>,
     /// Cost of the prompt estimate at that price.
     pub prompt_cost_micros: u64,
+    /// The price's rates, to cost the completion tokens a progress record reports (absent from
+    /// records of older releases: those are billed their prompt cost only).
+    #[serde(default)]
+    pub input_per_mtok: Option<u64>,
+    #[serde(default)]
+    pub output_per_mtok: Option<u64>,
     pub client_retry_count: Option<u32>,
+}
+
+/// Usage counts as an upstream reported them.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReportedUsage {
+    pub prompt: u64,
+    pub completion: u64,
+    pub cached: u64,
+}
+
+/// What a stream had relayed when this was written.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProgressRecord {
+    pub request_id: Arc<str>,
+    /// Content events handed to the client's connection before the frame being relayed.
+    pub relayed: u64,
+    /// Prompt tokens the upstream reported before the end (Anthropic `message_start`).
+    pub reported_prompt: Option<u64>,
+    /// The upstream's usage, once it arrived.
+    pub usage: Option<ReportedUsage>,
 }
 
 fn leak(s: &str) -> &'static str {
@@ -42,9 +76,36 @@ fn leak(s: &str) -> &'static str {
     }
 }
 
+/// Prompt, completion, cached tokens and where they come from, for a request that ended with
+/// the gateway: its prompt (as the upstream reported it, else the estimate) and the content
+/// events its latest progress record says were relayed, never more (an upstream's count seen
+/// mid-stream may be partial, Anthropic's `message_start`, or ahead of what the client got). It
+/// is `upstream` when the upstream's own completion count agrees with what was relayed.
+fn interrupted_usage(begin: &BeginRecord, progress: Option<&ProgressRecord>) -> (u64, u64, u64, UsageSource) {
+    let Some(p) = progress else {
+        return (begin.prompt_estimate, 0, 0, UsageSource::Estimated);
+    };
+    match p.usage {
+        Some(u) => {
+            let source = if u.completion == p.relayed { UsageSource::Upstream } else { UsageSource::Estimated };
+            (u.prompt, p.relayed, u.cached, source)
+        }
+        None => (p.reported_prompt.unwrap_or(begin.prompt_estimate), p.relayed, 0, UsageSource::Estimated),
+    }
+}
+
 /// The usage event that bills a request found unfinished in the journal, as event `seq`.
-pub fn interrupted_event(begin: &[u8], seq: u64) -> Option<Vec<u8>> {
+pub fn interrupted_event(begin: &[u8], progress: Option<&[u8]>, seq: u64) -> Option<Vec<u8>> {
     let b: BeginRecord = serde_json::from_slice(begin).ok()?;
+    // A damaged or foreign progress record bills as if there were none.
+    let progress: Option<ProgressRecord> = progress.and_then(|p| serde_json::from_slice(p).ok());
+    let (prompt, completion, cached, source) = interrupted_usage(&b, progress.as_ref());
+    let cost_micros = match (b.price_version, b.input_per_mtok, b.output_per_mtok) {
+        (Some(version), Some(input_per_mtok), Some(output_per_mtok)) => {
+            Price { version, input_per_mtok, output_per_mtok }.cost(prompt, completion)
+        }
+        _ => b.prompt_cost_micros,
+    };
     let event = UsageEvent {
         seq,
         request_id: b.request_id,
@@ -61,11 +122,11 @@ pub fn interrupted_event(begin: &[u8], seq: u64) -> Option<Vec<u8>> {
         status: 499,
         outcome: Outcome::Interrupted,
         error_code: Some("gateway_restarted"),
-        prompt_tokens: b.prompt_estimate,
-        completion_tokens: 0,
-        cached_tokens: 0,
-        usage_source: UsageSource::Estimated,
-        cost_micros: b.prompt_cost_micros,
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        cached_tokens: cached,
+        usage_source: source,
+        cost_micros,
         price_version: b.price_version,
         queue_wait_ms: 0.0,
         connect_ms: None,
@@ -78,4 +139,87 @@ pub fn interrupted_event(begin: &[u8], seq: u64) -> Option<Vec<u8>> {
         client_retry_count: b.client_retry_count,
     };
     serde_json::to_vec(&event).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn begin(price: bool) -> Vec<u8> {
+        let record = BeginRecord {
+            seq: 7,
+            request_id: "r".into(),
+            key_id: "k".into(),
+            key_prefix: "sk-sg-ab".into(),
+            tenant_id: "t".into(),
+            endpoint: "chat_completions".into(),
+            model: "m".into(),
+            upstream_model: None,
+            pool: None,
+            upstream: None,
+            priority: "interactive".into(),
+            stream: true,
+            prompt_estimate: 10,
+            started_at: 1.0,
+            price_version: price.then_some(3),
+            prompt_cost_micros: if price { 20 } else { 0 },
+            input_per_mtok: price.then_some(2_000_000),
+            output_per_mtok: price.then_some(3_000_000),
+            client_retry_count: None,
+        };
+        serde_json::to_vec(&record).unwrap()
+    }
+
+    fn progress(relayed: u64, usage: Option<ReportedUsage>) -> Vec<u8> {
+        let record = ProgressRecord { request_id: "r".into(), relayed, reported_prompt: None, usage };
+        serde_json::to_vec(&record).unwrap()
+    }
+
+    fn billed(event: Vec<u8>) -> serde_json::Value {
+        serde_json::from_slice(&event).unwrap()
+    }
+
+    #[test]
+    fn without_progress_the_prompt_alone_is_billed() {
+        let e = billed(interrupted_event(&begin(true), None, 9).unwrap());
+        assert_eq!((e["prompt_tokens"].as_u64(), e["completion_tokens"].as_u64()), (Some(10), Some(0)));
+        assert_eq!((e["cost_micros"].as_u64(), e["usage_source"].as_str()), (Some(20), Some("estimated")));
+        assert_eq!(
+            (e["outcome"].as_str(), e["status"].as_u64(), e["seq"].as_u64()),
+            (Some("interrupted"), Some(499), Some(9))
+        );
+    }
+
+    #[test]
+    fn progress_bills_the_relayed_events_at_the_price() {
+        let e = billed(interrupted_event(&begin(true), Some(&progress(16, None)), 9).unwrap());
+        assert_eq!((e["prompt_tokens"].as_u64(), e["completion_tokens"].as_u64()), (Some(10), Some(16)));
+        assert_eq!(e["cost_micros"].as_u64(), Some(20 + 48));
+        assert_eq!(e["usage_source"].as_str(), Some("estimated"));
+        // A begin record of an older release has no rates: its prompt cost stands.
+        let mut old: serde_json::Value = serde_json::from_slice(&begin(true)).unwrap();
+        old.as_object_mut().unwrap().retain(|k, _| !k.ends_with("per_mtok"));
+        let e = billed(interrupted_event(&serde_json::to_vec(&old).unwrap(), Some(&progress(16, None)), 9).unwrap());
+        assert_eq!((e["completion_tokens"].as_u64(), e["cost_micros"].as_u64()), (Some(16), Some(20)));
+    }
+
+    #[test]
+    fn the_upstreams_usage_gives_the_prompt_and_never_more_completion_than_relayed() {
+        let usage = ReportedUsage { prompt: 12, completion: 30, cached: 4 };
+        let e = billed(interrupted_event(&begin(false), Some(&progress(30, Some(usage))), 9).unwrap());
+        assert_eq!(e["usage_source"].as_str(), Some("upstream"));
+        let counts = (e["prompt_tokens"].as_u64(), e["completion_tokens"].as_u64(), e["cached_tokens"].as_u64());
+        assert_eq!(counts, (Some(12), Some(30), Some(4)));
+        // Ahead of the client (the last events not relayed yet), or partial (Anthropic's
+        // `message_start` says 1): what was relayed is billed.
+        for (relayed, completion) in [(20, 30), (20, 1)] {
+            let usage = ReportedUsage { prompt: 12, completion, cached: 0 };
+            let e = billed(interrupted_event(&begin(false), Some(&progress(relayed, Some(usage))), 9).unwrap());
+            assert_eq!((e["completion_tokens"].as_u64(), e["usage_source"].as_str()), (Some(20), Some("estimated")));
+            assert_eq!(e["prompt_tokens"].as_u64(), Some(12));
+        }
+        // A damaged progress record bills as if there were none.
+        let e = billed(interrupted_event(&begin(false), Some(b"{not json"), 9).unwrap());
+        assert_eq!(e["completion_tokens"].as_u64(), Some(0));
+    }
 }

@@ -1,12 +1,20 @@
 //! Usage events: what one request consumed and how it ended, journaled and handed to the control
-//! plane.
+//! plane without a lock on the request path.
 
 mod begin;
 mod event;
 mod journal;
+mod replay;
+mod ring;
+mod segment;
 mod sink;
 
-pub use begin::BeginRecord;
+#[cfg(test)]
+mod journal_tests;
+#[cfg(test)]
+mod lock_free_lint;
+
+pub use begin::{BeginRecord, ProgressRecord, ReportedUsage, PROGRESS_EVERY_EVENTS};
 pub use event::{Outcome, UsageEvent, UsageSource};
 pub use journal::Ticket;
-pub use sink::UsageSink;
+pub use sink::{Charge, UsageSink, CHARGE_LOG};
