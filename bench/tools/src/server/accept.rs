@@ -1,6 +1,6 @@
 //! The accept loop: TCP_NODELAY (a token per write must not wait for Nagle), HTTP/1.1 and h2 on
 //! one port, a header-read timeout, a connection cap far above any benchmark, graceful drain on
-//! stop.
+//! stop. Each connection carries an `Abort` switch its handler finds in the request extensions.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -16,6 +16,8 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
+
+use super::abort::{Abort, AbortableStream};
 
 /// Open connections at most; beyond it, accepting waits for one to close.
 const MAX_CONNECTIONS: usize = 100_000;
@@ -63,8 +65,15 @@ where
             }
         };
         let _ = stream.set_nodelay(true);
-        let service = service_fn(handler.clone());
-        let io = TokioIo::new(stream);
+        let abort = Abort::default();
+        let service = {
+            let (handler, abort) = (handler.clone(), abort.clone());
+            service_fn(move |mut req: Request<Incoming>| {
+                req.extensions_mut().insert(abort.clone());
+                handler(req)
+            })
+        };
+        let io = TokioIo::new(AbortableStream::new(stream, abort));
         let connection = graceful.watch(builder.serve_connection(io, service).into_owned());
         tokio::spawn(async move {
             if let Err(e) = connection.await {

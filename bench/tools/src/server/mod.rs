@@ -3,7 +3,10 @@
 //! against hostile clients (per-address caps, lingering close), which a test upstream does not
 //! need and which the gateway is measured against.
 
+mod abort;
 mod accept;
+
+pub use abort::{Abort, AbortableStream};
 
 use std::convert::Infallible;
 use std::future::Future;

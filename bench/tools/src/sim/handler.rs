@@ -6,7 +6,7 @@ use std::sync::{mpsc, Arc};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode, Version};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::Incoming;
@@ -20,6 +20,7 @@ use super::timing::Timing;
 use super::wire::{embeddings_body, error_body, Answer, StreamWire};
 use crate::dist::Dist;
 use crate::endpoint::Endpoint;
+use crate::server::Abort;
 
 /// The largest request body read.
 const BODY_LIMIT: usize = 64 * 1024 * 1024;
@@ -135,6 +136,8 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         return full(StatusCode::OK, "application/json", body);
     }
     let n = state.requests.fetch_add(1, Ordering::Relaxed);
+    // Cutting a stream closes its connection; only HTTP/1.1 has one response per connection.
+    let abort = if req.version() < Version::HTTP_2 { req.extensions().get::<Abort>().cloned() } else { None };
     let (parts, body) = req.into_parts();
     let request_id = header_str(&parts.headers, "x-request-id")
         .map(str::to_string)
@@ -260,7 +263,7 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         let include_usage = endpoint != Endpoint::Messages && asked.include_usage;
         let wire = StreamWire::new(endpoint, &id, &model, created, include_usage);
         let state_machine =
-            StreamState::new(wire, timing, faults, tokens, finish, prompt_tokens, state.compute.clone(), record);
+            StreamState::new(wire, timing, faults, tokens, finish, prompt_tokens, state.compute.clone(), record, abort);
         let stream = futures_util::stream::unfold(state_machine, step);
         let mut response = Response::new(StreamBody::new(stream).boxed_unsync());
         let headers = response.headers_mut();
