@@ -11,10 +11,11 @@ use pyo3::prelude::*;
 
 use crate::auth;
 use crate::core::{Core, CoreError, CoreOptions};
-use crate::loadgen::{self, BenchArgs};
 use crate::proxy::ServerSettings;
 use crate::server::ConnSettings;
-use crate::sim::{SimArgs, Simulator};
+use sluicegate_tools::cli::CommandLineError;
+use sluicegate_tools::loadgen::{self, BenchArgs};
+use sluicegate_tools::sim::{SimArgs, Simulator};
 
 create_exception!(_core, SluicegateError, PyException, "Base class of every error the core raises.");
 create_exception!(
@@ -52,9 +53,8 @@ fn core_error(e: CoreError) -> PyErr {
     }
 }
 
-fn usage_error(e: clap::Error) -> PyErr {
-    let code = e.exit_code();
-    UsageError::new_err((e.render().to_string(), code))
+fn usage_error(e: CommandLineError) -> PyErr {
+    UsageError::new_err((e.message, e.exit_code))
 }
 
 fn seconds_arg(value: f64, name: &str) -> PyResult<Duration> {

@@ -1,6 +1,6 @@
-//! The documented token estimate, used wherever no tokenizer's count is available: by the gateway
-//! when an upstream reports no usage, for TPM and quota reservations, and by the simulator as its
-//! own prompt count.
+//! The documented token estimate, used wherever no tokenizer's count is available: when an upstream
+//! reports no usage, and for TPM and quota reservations. (The simulator, in `bench/tools`, counts
+//! its prompts by the same rule with its own code.)
 //!
 //! Rule: the text of the request (message `content` strings and `text` parts, Anthropic `system`,
 //! completion `prompt`, embedding `input`) is measured in Unicode scalar values; the estimate is

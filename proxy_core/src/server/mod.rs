@@ -1,5 +1,4 @@
-//! The accept loop shared by the gateway and the simulator: connection caps (in all and per
-//! client address), TCP_NODELAY, HTTP/1.1 and h2 on one port, a deadline from accept to the
+//! The data plane's accept loop: connection caps (in all and per client address), TCP_NODELAY, HTTP/1.1 and h2 on one port, a deadline from accept to the
 //! first request, the header-read timeout, lingering close, and graceful drain on stop.
 
 mod client_caps;

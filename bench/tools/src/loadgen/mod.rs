@@ -5,6 +5,7 @@
 mod args;
 mod report;
 mod sample;
+mod sse;
 mod workload;
 
 pub use args::{Api, BenchArgs};
@@ -21,9 +22,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::sync::Notify;
 
-use crate::endpoint::Flavor;
 use args::Arrival;
 use sample::{read_stream, read_whole, Sample};
+use sse::Grammar;
 use workload::Workload;
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
@@ -31,7 +32,7 @@ type HttpClient = Client<HttpConnector, Full<Bytes>>;
 struct Shared {
     client: HttpClient,
     workload: Workload,
-    flavor: Flavor,
+    grammar: Grammar,
     timeout: Duration,
     samples: Mutex<Vec<Sample>>,
     inflight: AtomicUsize,
@@ -72,7 +73,7 @@ async fn one(shared: &Shared, rng: &mut fastrand::Rng) {
                             .is_some_and(|v| v.starts_with("text/event-stream"));
                         let body = response.into_body();
                         if is_sse {
-                            read_stream(&mut sample, body, shared.flavor, start).await;
+                            read_stream(&mut sample, body, shared.grammar, start).await;
                         } else {
                             read_whole(&mut sample, body, start).await;
                         }
@@ -213,13 +214,14 @@ pub fn run(args: BenchArgs, cancel: Arc<AtomicBool>) -> Result<Report, String> {
         }
         _ => return Err("give --concurrency N (closed loop) or --rate R (open loop), both positive".into()),
     };
-    let runtime = crate::runtime::build_runtime(args.workers, "sluicegate-bench").map_err(|e| e.to_string())?;
-    let flavor = if args.api == Api::Messages { Flavor::Anthropic } else { Flavor::OpenAi };
+    let runtime = crate::server::runtime(args.workers, "sluicegate-bench")
+        .map_err(|e| format!("could not start the runtime: {e}"))?;
+    let grammar = if args.api == Api::Messages { Grammar::Anthropic } else { Grammar::OpenAi };
     let report = runtime.block_on(async {
         let shared = Arc::new(Shared {
             client: client(),
             workload,
-            flavor,
+            grammar,
             timeout: args.timeout,
             samples: Mutex::new(Vec::new()),
             inflight: AtomicUsize::new(0),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+use crate::cli::{self, CommandLineError};
 use crate::dist::Dist;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -146,8 +147,8 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
-    pub fn parse_from_args(args: &[String]) -> Result<BenchArgs, clap::Error> {
-        BenchArgs::try_parse_from(std::iter::once("sluicegate bench".to_string()).chain(args.iter().cloned()))
+    pub fn parse_from_args(args: &[String]) -> Result<BenchArgs, CommandLineError> {
+        cli::parse("sluicegate bench", args)
     }
 }
 

@@ -1,6 +1,8 @@
 //! One streamed response, paced by deadlines: the first token at arrival + queue + TTFT, token
 //! `i+1` one inter-token gap after token `i`'s deadline (not after it was written), so scheduling
-//! delays do not accumulate. Faults cut, stall or corrupt the stream at a chosen token.
+//! delays do not accumulate. Faults cut, stall or corrupt the stream at a chosen token; a cut
+//! over HTTP/1.1 trips the connection's abort switch rather than failing the body, so the tokens
+//! it recorded as sent are on the wire before the connection closes (see `server::Abort`).
 
 use std::collections::VecDeque;
 use std::io;
@@ -16,6 +18,7 @@ use super::fault::FaultSet;
 use super::handler::RecordGuard;
 use super::timing::Timing;
 use super::wire::StreamWire;
+use crate::server::Abort;
 
 enum Phase {
     Queue,
@@ -33,6 +36,8 @@ pub struct StreamState {
     pub prompt_tokens: u64,
     pub compute: Option<Arc<Semaphore>>,
     pub record: RecordGuard,
+    /// The connection's abort switch (HTTP/1.1); without one a cut fails the body (h2: a reset).
+    abort: Option<Abort>,
     phase: Phase,
     queued: VecDeque<Bytes>,
     next_at: Instant,
@@ -53,6 +58,7 @@ impl StreamState {
         prompt_tokens: u64,
         compute: Option<Arc<Semaphore>>,
         record: RecordGuard,
+        abort: Option<Abort>,
     ) -> Self {
         Self {
             wire,
@@ -63,6 +69,7 @@ impl StreamState {
             prompt_tokens,
             compute,
             record,
+            abort,
             phase: Phase::Queue,
             queued: VecDeque::new(),
             next_at: Instant::now(),
@@ -121,6 +128,12 @@ pub async fn step(mut st: StreamState) -> Step {
                         }
                         st.record.outcome = Some("cut");
                         st.phase = Phase::Done;
+                        if let Some(abort) = &st.abort {
+                            // The connection fails once the frames before this one are written;
+                            // this body is dropped with it, writing the record.
+                            abort.trip();
+                            std::future::pending::<()>().await;
+                        }
                         let error = io::Error::new(io::ErrorKind::ConnectionAborted, "simulated cut");
                         return Some((Err(error), st));
                     }

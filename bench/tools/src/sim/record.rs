@@ -6,8 +6,14 @@ use std::io::{LineWriter, Write};
 use std::path::Path;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+
+/// Seconds since the Unix epoch: the record's timestamps, comparable with other processes' logs.
+pub fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RecordLine {

@@ -4,7 +4,9 @@
 
 mod fault;
 mod handler;
+mod prompt;
 mod record;
+mod request;
 mod stream;
 mod timing;
 mod wire;
@@ -21,9 +23,9 @@ use std::time::Duration;
 use clap::Parser;
 use tokio::sync::Semaphore;
 
+use crate::cli::{self, CommandLineError};
 use crate::dist::Dist;
-use crate::runtime::{Served, StartError};
-use crate::server::{self, ConnCounters, ConnSettings};
+use crate::server::{Served, StartError};
 use handler::SimState;
 use record::Recorder;
 
@@ -90,8 +92,8 @@ pub struct SimArgs {
 
 impl SimArgs {
     /// Parse `sluicegate sim` arguments (without the program name).
-    pub fn parse_from_args(args: &[String]) -> Result<SimArgs, clap::Error> {
-        SimArgs::try_parse_from(std::iter::once("sluicegate sim".to_string()).chain(args.iter().cloned()))
+    pub fn parse_from_args(args: &[String]) -> Result<SimArgs, CommandLineError> {
+        cli::parse("sluicegate sim", args)
     }
 }
 
@@ -129,17 +131,8 @@ impl Simulator {
             requests: AtomicU64::new(0),
         });
         let listen = format!("{}:{}", args.host, args.port);
-        let served = Served::start(args.workers, "sluicegate-sim", &listen, move |listener, stop| {
-            let settings = ConnSettings {
-                max_connections: 100_000,
-                max_connections_per_client: 0,
-                h2_max_concurrent_streams: 100_000,
-                ..ConnSettings::default()
-            };
-            let counters = Arc::new(ConnCounters::default());
-            let handler = move |req| handler::handle(state.clone(), req);
-            server::serve(listener, settings, counters, handler, stop)
-        })?;
+        let served =
+            Served::start(args.workers, "sluicegate-sim", &listen, move |req| handler::handle(state.clone(), req))?;
         Ok(Simulator { served, recorder })
     }
 

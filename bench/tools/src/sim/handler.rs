@@ -6,21 +6,24 @@ use std::sync::{mpsc, Arc};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode, Version};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::Incoming;
 use tokio::sync::Semaphore;
 
 use super::fault::{FaultSet, FaultSpec};
-use super::record::RecordLine;
+use super::record::{unix_now, RecordLine};
+use super::request::{self, ModelRequest};
 use super::stream::{step, StreamState};
 use super::timing::Timing;
 use super::wire::{embeddings_body, error_body, Answer, StreamWire};
-use crate::clock::unix_now;
 use crate::dist::Dist;
 use crate::endpoint::Endpoint;
-use crate::proxy::peek::peek;
+use crate::server::Abort;
+
+/// The largest request body read.
+const BODY_LIMIT: usize = 64 * 1024 * 1024;
 
 pub type SimBody = UnsyncBoxBody<Bytes, std::io::Error>;
 
@@ -95,6 +98,13 @@ fn embedding_inputs(body: &[u8]) -> usize {
     }
 }
 
+/// Answer before the request's body was read: read it first (within the limit), so the connection
+/// stays usable and a close cannot turn into a reset that loses the answer.
+async fn refuse(req: Request<Incoming>, endpoint: Endpoint, status: StatusCode, message: &str) -> Response<SimBody> {
+    let _ = Limited::new(req.into_body(), BODY_LIMIT).collect().await;
+    full(status, "application/json", error_body(endpoint, status.as_u16(), message))
+}
+
 pub async fn handle(state: Arc<SimState>, req: Request<Incoming>) -> Result<Response<SimBody>, Infallible> {
     Ok(route(state, req).await)
 }
@@ -108,25 +118,13 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         return faults_endpoint(&state, req).await;
     }
     let Some(endpoint) = Endpoint::from_path(&path) else {
-        return full(
-            StatusCode::NOT_FOUND,
-            "application/json",
-            error_body(Endpoint::ChatCompletions, 404, "no such route"),
-        );
+        return refuse(req, Endpoint::ChatCompletions, StatusCode::NOT_FOUND, "no such route").await;
     };
     if req.method() != endpoint.method() {
-        return full(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "application/json",
-            error_body(endpoint, 405, "method not allowed"),
-        );
+        return refuse(req, endpoint, StatusCode::METHOD_NOT_ALLOWED, "method not allowed").await;
     }
     if !authorized(&state, req.headers()) {
-        return full(
-            StatusCode::UNAUTHORIZED,
-            "application/json",
-            error_body(endpoint, 401, "invalid upstream credential"),
-        );
+        return refuse(req, endpoint, StatusCode::UNAUTHORIZED, "invalid upstream credential").await;
     }
     if endpoint == Endpoint::Models {
         let names = if state.models.is_empty() { vec!["sim-model".to_string()] } else { state.models.clone() };
@@ -138,6 +136,8 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         return full(StatusCode::OK, "application/json", body);
     }
     let n = state.requests.fetch_add(1, Ordering::Relaxed);
+    // Cutting a stream closes its connection; only HTTP/1.1 has one response per connection.
+    let abort = if req.version() < Version::HTTP_2 { req.extensions().get::<Abort>().cloned() } else { None };
     let (parts, body) = req.into_parts();
     let request_id = header_str(&parts.headers, "x-request-id")
         .map(str::to_string)
@@ -161,7 +161,7 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         outcome: None,
         outcome_if_dropped: "client_disconnected",
     };
-    let bytes = match Limited::new(body, 64 * 1024 * 1024).collect().await {
+    let bytes = match Limited::new(body, BODY_LIMIT).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
             record.outcome = Some("bad_request");
@@ -173,18 +173,18 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
             );
         }
     };
-    let peeked = match peek(endpoint, bytes.clone()) {
-        Ok(p) => p,
-        Err(e) => {
+    let asked: ModelRequest = match request::read(endpoint, &bytes) {
+        Ok(asked) => asked,
+        Err(message) => {
             record.outcome = Some("bad_request");
             record.line.status = 400;
-            return full(StatusCode::BAD_REQUEST, "application/json", error_body(endpoint, 400, &e.message));
+            return full(StatusCode::BAD_REQUEST, "application/json", error_body(endpoint, 400, &message));
         }
     };
-    let model = peeked.model.to_string();
+    let model = asked.model.clone();
     record.line.model = model.clone();
-    record.line.stream = peeked.stream;
-    let prompt_tokens = peeked.prompt.tokens();
+    record.line.stream = asked.stream;
+    let prompt_tokens = asked.prompt_tokens;
     record.line.prompt_tokens = prompt_tokens;
     if !state.models.is_empty() && !state.models.contains(&model) {
         record.outcome = Some("bad_request");
@@ -247,23 +247,23 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
 
     let tokens: u32 = match header_f64(&parts.headers, "x-sim-output-tokens") {
         Some(v) => v.round() as u32,
-        None => match peeked.max_tokens {
+        None => match asked.output_cap {
             Some(max) => max.min(1_000_000) as u32,
             None => (timing_sample_tokens(&state.output_tokens, &mut timing.rng)).max(1),
         },
     };
-    let finish = if peeked.max_tokens.is_some_and(|m| u64::from(tokens) >= m) { "length" } else { "stop" };
+    let finish = if asked.output_cap.is_some_and(|m| u64::from(tokens) >= m) { "length" } else { "stop" };
     let id = match endpoint {
         Endpoint::Messages => format!("msg_{n:x}"),
         Endpoint::Completions => format!("cmpl-{n:x}"),
         _ => format!("chatcmpl-{n:x}"),
     };
 
-    if peeked.stream {
-        let include_usage = endpoint != Endpoint::Messages && peeked.client_include_usage;
+    if asked.stream {
+        let include_usage = endpoint != Endpoint::Messages && asked.include_usage;
         let wire = StreamWire::new(endpoint, &id, &model, created, include_usage);
         let state_machine =
-            StreamState::new(wire, timing, faults, tokens, finish, prompt_tokens, state.compute.clone(), record);
+            StreamState::new(wire, timing, faults, tokens, finish, prompt_tokens, state.compute.clone(), record, abort);
         let stream = futures_util::stream::unfold(state_machine, step);
         let mut response = Response::new(StreamBody::new(stream).boxed_unsync());
         let headers = response.headers_mut();

@@ -6,8 +6,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use crate::endpoint::Flavor;
-use crate::sse::{usage_of_body, SseTap};
+use super::sse::{usage_of_body, Grammar, StreamReader};
 
 #[derive(Debug, Clone, Default)]
 pub struct Sample {
@@ -39,9 +38,9 @@ fn ms(from: Instant, to: Instant) -> f64 {
 }
 
 /// Read a streamed body event by event, stamping each token as it arrives.
-pub async fn read_stream(sample: &mut Sample, body: Incoming, flavor: Flavor, start: Instant) {
+pub async fn read_stream(sample: &mut Sample, body: Incoming, grammar: Grammar, start: Instant) {
     let mut body = body;
-    let mut tap = SseTap::new(flavor, false);
+    let mut reader = StreamReader::new(grammar);
     let mut first: Option<Instant> = None;
     let mut last: Option<Instant> = None;
     loop {
@@ -51,11 +50,8 @@ pub async fn read_stream(sample: &mut Sample, body: Incoming, flavor: Flavor, st
                     continue;
                 };
                 let now = Instant::now();
-                let before_events = tap.stats.events_in;
-                let before_tokens = tap.stats.content_events;
-                tap.feed(data);
-                let new_events = tap.stats.events_in - before_events;
-                let new_tokens = tap.stats.content_events - before_tokens;
+                let fed = reader.feed(&data);
+                let (new_events, new_tokens) = (fed.events, fed.content_events);
                 sample.chunks += 1;
                 if new_events > 1 {
                     sample.multi_event_chunks += 1;
@@ -80,9 +76,9 @@ pub async fn read_stream(sample: &mut Sample, body: Incoming, flavor: Flavor, st
     }
     let end = Instant::now();
     sample.total_ms = ms(start, end);
-    sample.events = tap.stats.events_in;
-    sample.output_tokens = tap.stats.content_events;
-    if let Some(usage) = tap.stats.usage {
+    sample.events = reader.events;
+    sample.output_tokens = reader.content_events;
+    if let Some(usage) = reader.usage {
         sample.prompt_tokens = usage.prompt;
     }
     if let Some(first) = first {
@@ -91,7 +87,7 @@ pub async fn read_stream(sample: &mut Sample, body: Incoming, flavor: Flavor, st
             sample.tpot_ms = Some(ms(first, end) / (sample.output_tokens - 1) as f64);
         }
     }
-    if tap.stats.upstream_error || (!tap.stats.terminated && sample.error.is_none()) {
+    if reader.upstream_error || (!reader.terminated && sample.error.is_none()) {
         sample.error = Some("stream_error");
     }
 }

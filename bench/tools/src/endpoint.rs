@@ -1,0 +1,68 @@
+//! The routes a model server answers, as the simulator maps request paths onto them.
+
+use http::Method;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    ChatCompletions,
+    Completions,
+    Embeddings,
+    Messages,
+    Models,
+}
+
+impl Endpoint {
+    /// The endpoint served at `path` (a trailing slash is allowed); `None` for any other path.
+    pub fn from_path(path: &str) -> Option<Endpoint> {
+        let path = path.strip_suffix('/').unwrap_or(path);
+        let endpoint = match path.strip_prefix("/v1/")? {
+            "chat/completions" => Endpoint::ChatCompletions,
+            "completions" => Endpoint::Completions,
+            "embeddings" => Endpoint::Embeddings,
+            "messages" => Endpoint::Messages,
+            "models" => Endpoint::Models,
+            _ => return None,
+        };
+        Some(endpoint)
+    }
+
+    pub fn method(self) -> Method {
+        if self == Endpoint::Models {
+            Method::GET
+        } else {
+            Method::POST
+        }
+    }
+
+    /// The name written in the simulator's record.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::ChatCompletions => "chat_completions",
+            Endpoint::Completions => "completions",
+            Endpoint::Embeddings => "embeddings",
+            Endpoint::Messages => "messages",
+            Endpoint::Models => "models",
+        }
+    }
+
+    /// Whether the endpoint generates text that can be streamed as server-sent events.
+    pub fn can_stream(self) -> bool {
+        matches!(self, Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Messages)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_map_with_or_without_a_trailing_slash() {
+        assert_eq!(Endpoint::from_path("/v1/chat/completions"), Some(Endpoint::ChatCompletions));
+        assert_eq!(Endpoint::from_path("/v1/messages/"), Some(Endpoint::Messages));
+        assert_eq!(Endpoint::from_path("/v1/models"), Some(Endpoint::Models));
+        assert_eq!(Endpoint::from_path("/v2/models"), None);
+        assert_eq!(Endpoint::from_path("/v1/chat"), None);
+        assert_eq!(Endpoint::Models.method(), Method::GET);
+        assert!(!Endpoint::Embeddings.can_stream());
+    }
+}
