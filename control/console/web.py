@@ -99,8 +99,8 @@ class Console:
             raise CsrfRefused()
         return [(k, v) for k, v in pairs if k != "csrf"]
 
-    def page(self, template: str, status: int = 200, **context: Any) -> Response:
-        return render.html(template, self.context(context), status)
+    def page(self, template: str, http_status: int = 200, **context: Any) -> Response:
+        return render.html(template, self.context(context), http_status)
 
     def context(self, extra: dict[str, Any]) -> dict[str, Any]:
         return {

@@ -61,7 +61,7 @@ async def start_drill(console: ConsoleDep) -> Response:
             raise
         context = await _list(console)
         return console.page(
-            "drills.html", status=refused.status, form=form, form_error=refused, **context
+            "drills.html", http_status=refused.status, form=form, form_error=refused, **context
         )
     return console.redirect(f"/console/drills/{drill['id']}")
 

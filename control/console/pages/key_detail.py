@@ -193,6 +193,6 @@ async def edit_key(console: ConsoleDep, key_id: str) -> Response:
             raise
         context = await detail_context(console, current, {})
         return console.page(
-            "key.html", status=refused.status, form=form, form_error=refused, **context
+            "key.html", http_status=refused.status, form=form, form_error=refused, **context
         )
     return console.redirect(f"/console/keys/{key_id}?notice=saved")

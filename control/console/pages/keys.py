@@ -82,7 +82,7 @@ async def create_key(console: ConsoleDep) -> Response:
             raise
         context = await _list_context(console, {})
         return console.page(
-            "keys.html", status=refused.status, form=form, form_error=refused, **context
+            "keys.html", http_status=refused.status, form=form, form_error=refused, **context
         )
     return console.page("secret.html", key=created, what="created")
 

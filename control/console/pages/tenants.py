@@ -47,7 +47,7 @@ async def create_tenant(console: ConsoleDep) -> Response:
         page = await console.api.get("/v1/admin/tenants", limit=50)
         return console.page(
             "tenants.html",
-            status=refused.status,
+            http_status=refused.status,
             tenants=page["items"],
             next_cursor=page["next_cursor"],
             form=form,
@@ -94,7 +94,7 @@ async def edit_tenant(console: ConsoleDep, tenant_id: str) -> Response:
             raise
         context = await _context(console, tenant_id)
         return console.page(
-            "tenant.html", status=refused.status, form=form, form_error=refused, **context
+            "tenant.html", http_status=refused.status, form=form, form_error=refused, **context
         )
     return console.redirect(f"/console/tenants/{tenant_id}?notice=saved")
 
@@ -120,7 +120,7 @@ async def create_token(console: ConsoleDep, tenant_id: str) -> Response:
             raise
         context = await _context(console, tenant_id)
         return console.page(
-            "tenant.html", status=422, token_form=form, token_error=refused, **context
+            "tenant.html", http_status=422, token_form=form, token_error=refused, **context
         )
     return console.page("token_secret.html", token=created)
 

@@ -141,7 +141,7 @@ BODIES = {"providers": provider_body, "pools": pool_body, "routes": route_body}
 @router.post("/console/upstreams/{kind}")
 async def create(console: ConsoleDep, kind: str) -> Response:
     if kind not in BODIES:
-        return console.page("error.html", status=404, title="Not found", message="No such page.")
+        return console.page("error.html", http_status=404, title="Not found", message="No such page.")
     pairs = await console.form_pairs()
     try:
         body = BODIES[kind](pairs, True)
@@ -151,7 +151,7 @@ async def create(console: ConsoleDep, kind: str) -> Response:
             raise
         return console.page(
             "upstreams.html",
-            status=refused.status,
+            http_status=refused.status,
             failed=kind,
             form=dict(pairs),
             form_error=refused,
@@ -176,7 +176,7 @@ async def object_page(
     console: ConsoleDep, kind: str, ident: str, notice: str | None = None
 ) -> Response:
     if kind not in BODIES:
-        return console.page("error.html", status=404, title="Not found", message="No such page.")
+        return console.page("error.html", http_status=404, title="Not found", message="No such page.")
     return console.page("upstream.html", notice=notice, **await _object(console, kind, ident))
 
 
@@ -201,7 +201,7 @@ def _patch(kind: str, body: dict[str, Any], current: dict[str, Any]) -> dict[str
 @router.post("/console/upstreams/{kind}/{ident:path}")
 async def edit(console: ConsoleDep, kind: str, ident: str) -> Response:
     if kind not in BODIES:
-        return console.page("error.html", status=404, title="Not found", message="No such page.")
+        return console.page("error.html", http_status=404, title="Not found", message="No such page.")
     pairs = await console.form_pairs()
     form = dict(pairs)
     if form.get("action") == "delete":
@@ -218,6 +218,6 @@ async def edit(console: ConsoleDep, kind: str, ident: str) -> Response:
             raise
         context = await _object(console, kind, ident)
         return console.page(
-            "upstream.html", status=refused.status, form=form, form_error=refused, **context
+            "upstream.html", http_status=refused.status, form=form, form_error=refused, **context
         )
     return console.redirect(f"/console/upstreams/{kind}/{ident}?notice=saved")

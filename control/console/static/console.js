@@ -43,7 +43,7 @@
   }
 
   function read(node) {
-    try { return JSON.parse(node.textContent); } catch (e) { return null; }
+    try { return JSON.parse(node.dataset.json || node.textContent); } catch (e) { return null; }
   }
 
   /* --- a key's usage ------------------------------------------------------------------- */
@@ -76,8 +76,12 @@
         make(el, [{ label: "tokens in" }, { label: "tokens out" }],
              [xs, col("prompt_tokens"), col("completion_tokens")]);
       } else if (kind === "cost") {
-        make(el, [{ label: "cost", value: function (u, v) { return v == null ? "–" : v.toFixed(6); } }],
-             [xs, col("cost_micros").map(function (v) { return v / 1e6; })]);
+        const money = function (v) { return v == null ? "\u2013" : v.toFixed(6); };
+        const ax = axes();
+        ax[1].values = function (u, vals) { return vals.map(money); };
+        ax[1].size = 80;
+        make(el, [{ label: "cost", value: function (u, v) { return money(v); } }],
+             [xs, col("cost_micros").map(function (v) { return v / 1e6; })], { axes: ax });
       }
     });
   }
