@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from sluicegate.demo.__main__ import console
 
 

@@ -72,6 +72,7 @@ def test_a_key_with_a_million_rows(harness: Harness, browser: Browser) -> None:
     latency_seconds = time.perf_counter() - started
     assert latency.status_code == 200 and "1,000,000" in latency.text
     sys.stdout.write(
-        f"\n[console] {ROWS:,} rows written in {filled:.1f} s; key page {page_seconds * 1000:.0f} ms"
-        f" (rollups); latency fragment {latency_seconds * 1000:.0f} ms (raw rows)\n"
+        f"\n[console] {ROWS:,} rows written in {filled:.1f} s; key page "
+        f"{page_seconds * 1000:.0f} ms (rollups); latency fragment "
+        f"{latency_seconds * 1000:.0f} ms (raw rows)\n"
     )

@@ -135,13 +135,17 @@ def route_body(pairs: list[tuple[str, str]], creating: bool) -> dict[str, Any]:
 BODIES = {"providers": provider_body, "pools": pool_body, "routes": route_body}
 
 
+def _no_such_page(console: ConsoleDep) -> Response:
+    return console.page("error.html", http_status=404, title="Not found", message="No such page.")
+
+
 # --- create, edit, delete ------------------------------------------------------------------
 
 
 @router.post("/console/upstreams/{kind}")
 async def create(console: ConsoleDep, kind: str) -> Response:
     if kind not in BODIES:
-        return console.page("error.html", http_status=404, title="Not found", message="No such page.")
+        return _no_such_page(console)
     pairs = await console.form_pairs()
     try:
         body = BODIES[kind](pairs, True)
@@ -176,7 +180,7 @@ async def object_page(
     console: ConsoleDep, kind: str, ident: str, notice: str | None = None
 ) -> Response:
     if kind not in BODIES:
-        return console.page("error.html", http_status=404, title="Not found", message="No such page.")
+        return _no_such_page(console)
     return console.page("upstream.html", notice=notice, **await _object(console, kind, ident))
 
 
@@ -201,7 +205,7 @@ def _patch(kind: str, body: dict[str, Any], current: dict[str, Any]) -> dict[str
 @router.post("/console/upstreams/{kind}/{ident:path}")
 async def edit(console: ConsoleDep, kind: str, ident: str) -> Response:
     if kind not in BODIES:
-        return console.page("error.html", http_status=404, title="Not found", message="No such page.")
+        return _no_such_page(console)
     pairs = await console.form_pairs()
     form = dict(pairs)
     if form.get("action") == "delete":
