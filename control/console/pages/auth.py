@@ -109,6 +109,8 @@ async def sign_in(request: Request) -> Response:
         tenant_id=me["tenant_id"],
         token_expires=_expiry(me.get("expires_at")),
     )
+    # A sign-in always starts a new session (never one whose id the visitor could have set).
+    state.sessions.end(request.cookies.get(COOKIE))
     session_id, _ = state.sessions.create(identity, token)
     response = Console.redirect(safe_next(form.get("next")))
     response.set_cookie(
