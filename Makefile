@@ -8,7 +8,8 @@ DEPS := $(VENV)/.deps-installed
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint test-rust loom proptest fleet-tools test-python build-dev build-release bench clean promtool
+.PHONY: demo test lint test-rust loom proptest fleet-tools test-python build-dev build-release bench \
+	clean promtool chromium console-vendor console-screenshots
 
 $(PYTHON):
 	$(PY) -m venv $(VENV)
@@ -61,6 +62,12 @@ promtool:
 	@command -v promtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
+# Debian's Chromium and its matching chromedriver drive the console's browser tests (Selenium).
+chromium:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		chromium chromium-driver >/dev/null; }
+
 # The fleet suite runs a load balancer in front of its replicas (Debian's haproxy) and a Redis of
 # its own (redis-server, which also runs the shared one).
 fleet-tools:
@@ -69,8 +76,16 @@ fleet-tools:
 	@command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq --no-install-recommends redis-server >/dev/null; }
 
-test-python: build-dev promtool fleet-tools
+test-python: build-dev promtool fleet-tools chromium
 	$(BIN)/pytest -q
+
+# The console's vendored htmx and uPlot, fetched again at the versions of SOURCES.json.
+console-vendor: $(DEPS)
+	$(PYTHON) -m control.console.vendor
+
+# Screenshots of every console page (docs/console/), taken by the browser tests under load.
+console-screenshots: build-dev chromium
+	SLUICEGATE_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(BIN)/pytest -q tests/console -k browser
 
 test: lint test-rust loom test-python
 

@@ -19,6 +19,7 @@ from control.api.errors import install_error_handlers
 from control.api.health import router as health_router
 from control.audit.router import router as audit_router
 from control.bridge.core_bridge import CoreBridge
+from control.console.mount import mount_console
 from control.context import ControlContext
 from control.diagnosis.router import router as diagnosis_router
 from control.drills.router import router as drills_router
@@ -107,6 +108,7 @@ def create_app(
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    mount_console(app, settings.console)
     # Outermost of the app's own layers: identifies admin tokens and caps bodies before any
     # route reads one.
     app.add_middleware(AdminGate)

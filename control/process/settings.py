@@ -25,6 +25,7 @@ from pydantic import (
 from sqlalchemy.engine import make_url
 
 from control.api.errors import StartupError, validation_fields
+from control.console.settings import ConsoleSettings
 from control.db import DEFAULT_URL
 from control.diagnosis.settings import DoctorSettings
 from control.pools.schemas import PoolCreate
@@ -202,6 +203,7 @@ class Settings(Section):
     fleet: FleetSettings = Field(default_factory=lambda: FleetSettings())
     bootstrap: BootstrapSettings = Field(default_factory=lambda: BootstrapSettings())
     doctor: DoctorSettings = Field(default_factory=lambda: DoctorSettings())
+    console: ConsoleSettings = Field(default_factory=lambda: ConsoleSettings())
 
 
 # Environment variable -> (section, field). Every scalar option has one.
@@ -246,6 +248,10 @@ ENV: dict[str, tuple[str, str]] = {
     **{
         f"SLUICEGATE_DOCTOR_{name.upper()}": ("doctor", name)
         for name in DoctorSettings.model_fields
+    },
+    **{
+        f"SLUICEGATE_CONSOLE_{name.upper()}": ("console", name)
+        for name in ConsoleSettings.model_fields
     },
 }
 

@@ -8,7 +8,8 @@ from control.api.deps import CallerDep, ContextDep, SessionDep
 from control.api.errors import ERROR_RESPONSES
 from control.api.schemas import Page, PageLimit
 from control.tokens import service
-from control.tokens.schemas import TokenCreate, TokenCreated, TokenOut, TokenRole
+from control.tokens.models import AdminToken
+from control.tokens.schemas import TokenCreate, TokenCreated, TokenOut, TokenRole, WhoAmI
 
 router = APIRouter(prefix="/v1/admin", tags=["tokens"], responses=ERROR_RESPONSES)
 
@@ -51,3 +52,15 @@ def list_tokens(
 @router.delete("/tokens/{token_id}", summary="Revoke a token")
 def revoke_token(token_id: str, caller: CallerDep, ctx: ContextDep) -> TokenOut:
     return TokenOut.model_validate(service.revoke(ctx, caller, token_id))
+
+
+@router.get("/whoami", summary="The calling token: its id, name, role, tenant and expiry")
+def whoami(caller: CallerDep, session: SessionDep) -> WhoAmI:
+    token = session.get(AdminToken, caller.token_id)
+    return WhoAmI(
+        token_id=caller.token_id,
+        name=caller.name,
+        role="admin" if caller.is_admin else "tenant",
+        tenant_id=caller.tenant_id,
+        expires_at=None if token is None else token.expires_at,
+    )

@@ -38,3 +38,13 @@ class TokenOut(BaseModel):
 
 class TokenCreated(TokenOut):
     token: str = Field(description="Shown this once; only its hash is stored")
+
+
+class WhoAmI(BaseModel):
+    """The token a call was made with, as the API sees it (never the token itself)."""
+
+    token_id: str
+    name: str
+    role: TokenRole
+    tenant_id: str | None = Field(description="The tenant a tenant-scoped token manages")
+    expires_at: datetime | None = Field(description="Refused from then on; null: no expiry")

@@ -4,6 +4,7 @@ Two simulated model servers (recording what they served), `sluicegate serve` in 
 with its admin API and SQLite ledger, a tenant key made through the admin API, a burst of mixed
 traffic from the load generator, a fallback drill under load, then the key's usage and latency
 from the ledger, checked against the simulators' own record, and `sluicegate status` / `doctor`.
+It ends with the console's address and the admin token to sign in with.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def main() -> int:
         p.wait_for(log, r"listening on http://\S+ \(admin http://\S+\)")
         url = f"http://{data}"
         print(f"  gateway {url}, admin http://{admin_address}")
+        print(f"  console http://{admin_address}/console (watch the load live; the token is below)")
         print("  route demo-chat -> pool chat (sim-a, sim-b) -> pool chat-fallback (sim-spare)")
 
         step("a key for tenant acme, made through the admin API")
@@ -117,14 +119,34 @@ def main() -> int:
         step("sluicegate doctor")
         subprocess.run([sys.executable, "-m", "sluicegate", "doctor"], env={**os.environ, **env})
 
-    ok = (
-        agree
-        and t["requests"] == served
-        and all(r["error_rate"] == 0 for r in (steady, drill))
-        and burst["ok"] + shed == burst["requests"]
-    )
-    print(f"\ndemo {'finished' if ok else 'FAILED'} in {time.monotonic() - started:.0f} s")
+        ok = (
+            agree
+            and t["requests"] == served
+            and all(r["error_rate"] == 0 for r in (steady, drill))
+            and burst["ok"] + shed == burst["requests"]
+        )
+        print(f"\ndemo {'finished' if ok else 'FAILED'} in {time.monotonic() - started:.0f} s")
+        console(admin_address, token)
     return 0 if ok else 1
+
+
+def console(admin_address: str, token: str) -> None:
+    """The last words: where the console is and how to sign in; the gateway stays up for it
+    while a person is at the terminal (Enter stops it), or SLUICEGATE_DEMO_HOLD seconds."""
+    step("the console: every figure above, in a browser")
+    print(f"  open   http://{admin_address}/console")
+    print(f"  token  {token}   (the demo's admin token: paste it into the sign-in form)")
+    hold = os.environ.get("SLUICEGATE_DEMO_HOLD")
+    try:
+        if hold:
+            print(f"  the gateway stays up for {hold} s", flush=True)
+            time.sleep(float(hold))
+        elif sys.stdin.isatty():
+            input("  the gateway stays up for the console: press Enter to stop it ")
+        else:
+            print("  (in a terminal, or with SLUICEGATE_DEMO_HOLD=SECONDS, the gateway stays up)")
+    except (EOFError, KeyboardInterrupt):
+        pass
 
 
 if __name__ == "__main__":

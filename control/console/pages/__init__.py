@@ -1,0 +1,1 @@
+"""The console's pages, one module per part of the product."""
