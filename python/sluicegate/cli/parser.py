@@ -10,6 +10,7 @@ from sluicegate.cli import (
     completion,
     drill_watch,
     drills,
+    fleet,
     keys,
     pools,
     providers,
@@ -53,5 +54,6 @@ def build_parser() -> argparse.ArgumentParser:
         group.register(sub, conn)
     drill_watch.register(sub, connection_options(with_json=False))
     status.register(sub, conn)
+    fleet.register(sub, conn)
     completion.register(sub, build_parser)
     return parser

@@ -109,10 +109,16 @@ def render_route(route: Mapping[str, Any]) -> list[str]:
 
 
 def render_status(status: Mapping[str, Any]) -> str:
+    replicas = status.get("replicas", [])
+    scope = f"the fleet of {len(replicas)} replicas" if len(replicas) > 1 else "this replica"
     lines = [
-        f"sluicegate status at {status['at']} (config version {status['config_version']}); "
-        "latencies in ms as P50/P95/P99",
+        f"sluicegate status at {status['at']} (config version {status['config_version']}) for "
+        f"{scope}; latencies in ms as P50/P95/P99",
     ]
+    if len(replicas) > 1:
+        from sluicegate.cli.fleet import REPLICA_HEADER, replica_rows
+
+        lines += ["", *table(REPLICA_HEADER, replica_rows(replicas))]
     if not status["pools"]:
         lines.append("no pools configured")
     for pool in status["pools"]:
