@@ -8,25 +8,38 @@ DEPS := $(VENV)/.deps-installed
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint test-rust loom proptest fleet-tools test-python build-dev build-release bench \
-	clean promtool chromium console-vendor console-screenshots
+.PHONY: demo test ci lint test-rust loom proptest fleet-tools test-python test-fleet test-browser test-package \
+	build-dev build-release bench \
+	clean promtool chromium console-vendor console-screenshots lock manifests image image-check
+
+# uv installs what uv.lock pins; its own version is pinned here (and in the Dockerfile).
+UV_VERSION := 0.13.8
+UV := $(BIN)/uv
+export UV_PYTHON_DOWNLOADS := never
 
 $(PYTHON):
 	$(PY) -m venv $(VENV)
 
-# Python tools and the package's dependencies (maturin installs the extras with the build).
-$(DEPS): pyproject.toml | $(PYTHON)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet "maturin>=1.7,<2"
+# Every Python dependency at the version uv.lock pins: the package's, all its extras and the dev
+# group (maturin included). `--locked` fails when uv.lock does not match pyproject.toml (run
+# `make lock`); `--inexact` keeps pip and the package maturin installs.
+$(DEPS): pyproject.toml uv.lock | $(PYTHON)
+	$(BIN)/pip install --quiet "uv==$(UV_VERSION)"
+	$(UV) sync --quiet --locked --inexact --no-install-project --all-extras
 	$(BIN)/python -c "import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], 'sluicegate-repo.pth').write_text('$(CURDIR)\n')"
 	touch $@
 
-# Debug (dev-opt) build of the extension, with the dev extras installed.
+# The one command that updates uv.lock: the newest versions pyproject.toml allows.
+lock: | $(PYTHON)
+	$(BIN)/pip install --quiet "uv==$(UV_VERSION)"
+	$(UV) lock --upgrade
+
+# Debug (dev-opt) build of the extension (its dependencies are already installed from the lock).
 build-dev: $(DEPS)
-	$(BIN)/maturin develop --quiet --extras dev
+	$(BIN)/maturin develop --quiet --uv
 
 build-release: $(DEPS)
-	$(BIN)/maturin develop --quiet --release --extras dev
+	$(BIN)/maturin develop --quiet --uv --release
 
 demo: build-release
 	$(PYTHON) -m sluicegate.demo
@@ -57,7 +70,8 @@ PROPTEST_CASES ?= 20000
 proptest:
 	PROPTEST_CASES=$(PROPTEST_CASES) cargo test --release --lib --quiet
 
-# promtool (Debian's prometheus package) checks the /metrics exposition in the e2e suite.
+# Debian's prometheus package: promtool checks the /metrics exposition and the alert rules (and
+# runs their unit tests); its server evaluates every dashboard panel in the e2e suite.
 promtool:
 	@command -v promtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
@@ -76,8 +90,25 @@ fleet-tools:
 	@command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq --no-install-recommends redis-server >/dev/null; }
 
-test-python: build-dev promtool fleet-tools chromium
-	$(BIN)/pytest -q
+# `make test` is the suite a change must keep green (the goal: under 25 minutes on a clean
+# clone); the fleet (three replicas, a load balancer, Redis stopped for 20 s), the browser and
+# the packaging checks are their own targets, which `make ci` (what `.ci/run` runs) adds.
+SPLIT_SUITES := tests/fleet tests/package tests/image tests/console/test_browser.py
+test-python: build-dev promtool
+	$(BIN)/pytest -q $(addprefix --ignore=,$(SPLIT_SUITES))
+
+test-fleet: build-dev fleet-tools
+	$(BIN)/pytest -q tests/fleet
+
+test-browser: build-dev chromium
+	$(BIN)/pytest -q tests/console/test_browser.py
+
+# The wheel built, installed into a fresh venv and run from outside the repository (and the
+# image, when SLUICEGATE_IMAGE names one: `make image-check`).
+test-package: build-dev
+	$(BIN)/pytest -q tests/package tests/image
+
+ci: test test-fleet test-browser test-package
 
 # The console's vendored htmx and uPlot, fetched again at the versions of SOURCES.json.
 console-vendor: $(DEPS)
@@ -89,7 +120,27 @@ console-screenshots: build-dev chromium
 
 test: lint test-rust loom test-python
 
-bench: build-release
+# Each overlay of deploy/kubernetes/ rendered to plain manifests (committed; tests/deploy/ checks
+# them, and that they are what kustomize makes, where kubectl is installed). Needs kubectl 1.21+.
+manifests:
+	deploy/kubernetes/render.sh
+
+# The container image (Dockerfile). Without an image registry its bases are made from Debian's
+# packages (deploy/image/bases.sh); BUILDER_IMAGE= and PYTHON_IMAGE= name others (the official
+# images, say). A Docker daemon is started for it if none runs (deploy/image/with-docker.sh).
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
+IMAGE ?= sluicegate:$(VERSION)
+image:
+	IMAGE=$(IMAGE) deploy/image/with-docker.sh deploy/image/build.sh
+
+# The image run as a container (--network host, on loopback): a streamed request through it,
+# SIGTERM drains an open stream, the usage is on its volume after a restart; prints the image's
+# size and its start-to-ready time.
+image-check: build-dev
+	IMAGE=$(IMAGE) deploy/image/with-docker.sh bash -c 'deploy/image/build.sh && \
+		SLUICEGATE_IMAGE=$(IMAGE) $(BIN)/pytest -q -s -p no:cacheprovider tests/image'
+
+bench: build-release fleet-tools
 	$(PYTHON) -m bench.run
 
 clean:

@@ -4,7 +4,6 @@ SQLite, metrics), one core worker pinned to one CPU, bootstrapped over the admin
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,18 +13,13 @@ import httpx
 from cryptography.fernet import Fernet
 
 from bench.procs import Proc, sluicegate, start, wait_for_line
+from bench.services import free_port
 
 ADMIN_TOKEN = "bench-admin-token-0123456789"
 MODEL = "bench-model"
 # The simulator's per-request controls (`x-sim-ttft-ms`, ...): client headers the gateway passes
 # only to providers that name them.
 SIM_HEADERS = ["x-sim-ttft-ms", "x-sim-itl-ms", "x-sim-output-tokens", "x-sim-fault"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -71,8 +65,14 @@ def toml_value(v: Any) -> str:
 
 
 def config(
-    workdir: Path, sim: str, pool: dict[str, Any], workers: int, database_url: str | None
+    workdir: Path,
+    sim: str,
+    pool: dict[str, Any],
+    workers: int,
+    database_url: str | None,
+    extra: str = "",
 ) -> str:
+    """The bench's `sluicegate.toml`; `extra`: more tables (a fleet's `[redis]` and `[fleet]`)."""
     data, admin = free_port(), free_port()
     tables: list[tuple[str, dict[str, Any]]] = [
         ("tenants", {"id": "bench", "name": "Bench"}),
@@ -107,7 +107,7 @@ def config(
     for table, fields in tables:
         lines.append(f"[[bootstrap.{table}]]")
         lines.extend(f"{k} = {toml_value(v)}" for k, v in fields.items())
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + extra
 
 
 def start_gateway(
@@ -117,50 +117,83 @@ def start_gateway(
     pool: dict[str, Any] | None = None,
     workers: int = 1,
     database_url: str | None = None,
+    extra: str = "",
+    name: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> Gateway:
-    """`serve` on SQLite in `workdir`, or on `database_url` (PostgreSQL, with its secrets)."""
+    """`serve` on SQLite in `workdir`, or on `database_url` (PostgreSQL, with its secrets);
+    `extra`: more tables (the TLS phase's `[tls]`, the tracing phase's `[tracing]`); `env`: more
+    environment (settings a phase varies); `name`: the process's name in the bench's output."""
     pool = pool or {"members": [{"provider_id": "sim"}]}
-    conf = workdir / "sluicegate.toml"
-    conf.write_text(config(workdir, sim, pool, workers, database_url))
+    conf = config(workdir, sim, pool, workers, database_url, extra)
+    serve = serve_env(Fernet.generate_key().decode() if database_url else None) | (env or {})
+    name = name or ("gateway-pg" if database_url else "gateway")
+    proc, url, admin = start_serve(workdir, name, conf, cpu, serve)
+    try:
+        key = create_key(admin)
+    except BaseException:
+        proc.stop()
+        raise
+    return Gateway(proc, url, admin, key)
+
+
+def serve_env(encryption_key: str | None) -> dict[str, str]:
+    """The admin token, and on PostgreSQL the secrets every replica of a fleet must share."""
     env = {
         "SLUICEGATE_ADMIN_TOKEN": ADMIN_TOKEN,
         "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
     }
-    if database_url:
+    if encryption_key:
         env["SLUICEGATE_KEY_PEPPER"] = "bench-pepper-0123456789abcdef"
-        env["SLUICEGATE_ENCRYPTION_KEY"] = Fernet.generate_key().decode()
+        env["SLUICEGATE_ENCRYPTION_KEY"] = encryption_key
+    return env
+
+
+def start_serve(
+    workdir: Path, name: str, conf: str, cpu: int | None, env: dict[str, str]
+) -> tuple[Proc, str, str]:
+    """`serve` with the config text `conf`; its process, data URL and admin URL once it listens."""
+    path = workdir / "sluicegate.toml"
+    path.write_text(conf)
     proc = start(
-        "gateway-pg" if database_url else "gateway",
-        sluicegate("serve", "--config", str(conf)),
-        workdir,
-        cpu,
-        env={**os.environ, **env},
+        name, sluicegate("serve", "--config", str(path)), workdir, cpu, env={**os.environ, **env}
     )
     try:
-        match = wait_for_line(proc, r"listening on http://(\S+) \(admin http://(\S+)\)")
-        url, admin = f"http://{match.group(1)}", f"http://{match.group(2)}"
-        created = httpx.post(
-            admin + "/v1/admin/keys",
-            json={"tenant_id": "bench", "name": "bench"},
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-            timeout=30,
-        )
-        created.raise_for_status()
+        match = wait_for_line(proc, r"listening on (https?://\S+) \(admin (https?://\S+)\)")
     except BaseException:
         proc.stop()
         raise
-    return Gateway(proc, url, admin, created.json()["key"])
+    return proc, match.group(1), match.group(2)
 
 
-def start_bare_core(workdir: Path, sim: str, cpu: int | None, journal: bool = False) -> Gateway:
+def create_key(admin: str, **limits: Any) -> str:
+    """A key of the bench tenant, with `limits` (rpm, tpm, max_concurrency, quota)."""
+    created = httpx.post(
+        admin + "/v1/admin/keys",
+        json={"tenant_id": "bench", "name": "bench", **limits},
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        timeout=30,
+    )
+    created.raise_for_status()
+    return str(created.json()["key"])
+
+
+def start_bare_core(
+    workdir: Path, sim: str, cpu: int | None, journal: bool = False, checkout: Path | None = None
+) -> Gateway:
     """The data plane alone (`bench/bare_core.py`): the "usage off" baseline; with `journal`,
-    the data plane journaling its usage events, undrained."""
-    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    the data plane journaling its usage events, undrained. With `checkout`, that checkout's data
+    plane (its own `.venv`, built there) instead of this one's."""
+    root = checkout.resolve() if checkout else Path(__file__).resolve().parents[1]
+    python = str(root / ".venv" / "bin" / "python") if checkout else sys.executable
+    env = {"PYTHONPATH": str(root)}
     name = "bare-core-journal" if journal else "bare-core"
+    if checkout:
+        name += "-" + root.name
     extra = [str(workdir / "bare-journal")] if journal else []
     proc = start(
         name,
-        [sys.executable, "-m", "bench.bare_core", sim, *extra],
+        [python, "-m", "bench.bare_core", sim, *extra],
         workdir,
         cpu,
         env={**os.environ, **env},

@@ -4,13 +4,16 @@ a process at 20k descriptors)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.gateway import MODEL, Gateway
-from bench.procs import pinned, sluicegate
+from bench.gateway import MODEL, Gateway, start_gateway
+from bench.procs import RESULTS, cpus, pinned, sluicegate, start, wait_for_line
 
 # Streams that last far longer than the measurement: one token a second.
 HOLD = [
@@ -81,3 +84,40 @@ def measure(
             (last["rss_kib"] - first["rss_kib"]) * 1024 / max(last["streams"] - first["streams"], 1)
         )
     return {"idle_rss_kib": idle, "points": points, "bytes_per_additional_stream": per_stream}
+
+
+def run(
+    workdir: Path, levels: list[int], proxy_cpu: int | None, client_cpu: int | None
+) -> dict[str, Any]:
+    """`serve` in front of a simulator it reaches over HTTP/2, measured at `levels` streams."""
+    sim = start("sim-h2", sluicegate("sim", "--port", "0", "--workers", "1"), workdir, client_cpu)
+    try:
+        address = wait_for_line(sim, r"listening on http://(\S+)").group(1)
+        members = [{"provider_id": "sim", "http2": True}]
+        held = start_gateway(workdir, address, proxy_cpu, pool={"members": members})
+        try:
+            return measure(workdir, held, levels, client_cpu)
+        finally:
+            held.proc.stop()
+    finally:
+        sim.stop()
+
+
+def main() -> int:
+    """`python -m bench.memory [--quick]`: this phase alone, to bench/results/memory.json."""
+    quick = "--quick" in sys.argv[1:]
+    proxy_cpu, client_cpu = cpus()
+    levels = [200, 400] if quick else [1000, 2000, 5000, 10000]
+    with tempfile.TemporaryDirectory(prefix="sluicegate-bench-memory-") as tmp:
+        data = run(Path(tmp), levels, proxy_cpu, client_cpu)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / ("memory-quick.json" if quick else "memory.json")).write_text(
+        json.dumps(data, indent=2)
+    )
+    per = data["bytes_per_additional_stream"]
+    print(f"RSS per additional open stream: {per / 1024:.1f} KiB" if per else json.dumps(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -14,7 +14,6 @@ against its bound (`sluicegate_queue_depth_peak`, the deepest since the gateway 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sqlite3
 import sys
@@ -27,7 +26,7 @@ import httpx
 
 from bench import loadgen
 from bench.gateway import MODEL, Gateway, start_gateway
-from bench.procs import RESULTS, cpus, sluicegate, start, wait_for_line
+from bench.procs import RESULTS, cpus, sluicegate, start, wait_for_line, write_results
 
 SIM_SLOTS = 8
 SIM_TTFT_MS = 40
@@ -302,10 +301,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sluicegate-overload-") as tmp:
         data = run(Path(tmp), 5 if args.quick else 20, proxy_cpu, client_cpu)
     name = "overload-quick" if args.quick else "overload"
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=2))
-    (RESULTS / f"{name}.md").write_text(markdown(data))
-    print(markdown(data))
+    write_results(name, data, markdown(data))
     print(f"[bench] written to {RESULTS}/{name}.json and .md")
     return 0
 

@@ -3,6 +3,7 @@ stopped for sure."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -133,3 +134,12 @@ def wait_http(url: str, timeout: float = 30.0) -> None:
 
 def sluicegate(*args: str) -> list[str]:
     return [sys.executable, "-m", "sluicegate", *args]
+
+
+def write_results(name: str, data: object, text: str) -> None:
+    """A phase run alone: its figures as `results/NAME.json` and its report as `NAME.md`, and
+    the report printed."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=2))
+    (RESULTS / f"{name}.md").write_text(text if text.endswith("\n") else text + "\n")
+    print(text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import overload
+from bench import fleet, overload, progress, standard_client, tls, tracing
 
 
 def _f(v: Any, digits: int = 2) -> str:
@@ -225,6 +225,16 @@ def markdown(results: dict[str, Any]) -> str:
         per = mem["bytes_per_additional_stream"]
         per_kib = per / 1024 if per is not None else None
         lines += ["", f"RSS per additional open stream: {_f(per_kib, 1)} KiB."]
+    if results.get("standard_client"):
+        lines += ["", standard_client.markdown(results["standard_client"])]
+    if results.get("progress"):
+        lines += ["", progress.markdown(results["progress"])]
     if results.get("overload"):
         lines += ["", overload.markdown(results["overload"])]
+    if results.get("tracing"):
+        lines += ["", tracing.markdown(results["tracing"])]
+    if results.get("tls"):
+        lines += ["", tls.markdown(results["tls"])]
+    if results.get("fleet"):
+        lines += ["", fleet.markdown(results["fleet"])]
     return "\n".join(lines) + "\n"

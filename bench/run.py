@@ -15,10 +15,23 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import calibration, compare, memory, overload, postgres, report
-from bench.gateway import free_port, start_bare_core, start_gateway
+from bench import (
+    calibration,
+    compare,
+    fleet,
+    memory,
+    overload,
+    postgres,
+    progress,
+    report,
+    standard_client,
+    tls,
+    tracing,
+)
+from bench.gateway import start_bare_core, start_gateway
 from bench.nginx import start_nginx
-from bench.procs import RESULTS, cpus, sluicegate, start, start_instant_sim, wait_for_line
+from bench.procs import RESULTS, cpus, start_instant_sim
+from bench.services import free_port
 
 
 def main() -> int:
@@ -26,6 +39,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="short phases: a smoke run")
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--skip-overload", action="store_true")
+    parser.add_argument("--skip-fleet", action="store_true")
+    parser.add_argument("--skip-standard-client", action="store_true")
+    parser.add_argument("--skip-tracing", action="store_true")
+    parser.add_argument("--skip-progress", action="store_true")
+    parser.add_argument("--skip-tls", action="store_true")
     args = parser.parse_args()
     seconds = 3 if args.quick else 10
     levels = [200, 400] if args.quick else [1000, 2000, 5000, 10000]
@@ -78,22 +96,46 @@ def main() -> int:
                 "summary": compare.summary(data),
                 "reports": data["reports"],
             }
-        if not args.skip_memory:
-            members = [{"provider_id": "sim", "http2": True}]
-            held = start_gateway(
-                workdir,
-                sim_address_for_memory(workdir, client_cpu),
+        if not args.skip_standard_client:
+            results["standard_client"] = standard_client.run(
+                workdir / "standard-client",
+                2 if args.quick else 6,
+                1 if args.quick else 3,
                 proxy_cpu,
-                pool={"members": members},
+                client_cpu,
             )
-            try:
-                results["memory"] = memory.measure(workdir, held, levels, client_cpu)
-            finally:
-                held.proc.stop()
-                stop_memory_sim()
+        if not args.skip_progress:
+            results["progress"] = progress.run_with_sim(
+                workdir / "progress",
+                3 if args.quick else 8,
+                1 if args.quick else 3,
+                proxy_cpu,
+                client_cpu,
+            )
+        if not args.skip_memory:
+            results["memory"] = memory.run(workdir, levels, proxy_cpu, client_cpu)
         if not args.skip_overload:
             results["overload"] = overload.run(
                 workdir / "overload", 5 if args.quick else 20, proxy_cpu, client_cpu
+            )
+        if not args.skip_tracing:
+            results["tracing"] = tracing.run_with_sim(
+                workdir / "tracing",
+                3 if args.quick else 8,
+                2 if args.quick else 4,
+                (proxy_cpu, client_cpu),
+            )
+        if not args.skip_tls:
+            results["tls"] = tls.run(
+                workdir / "tls",
+                3 if args.quick else 8,
+                2 if args.quick else 3,
+                proxy_cpu,
+                client_cpu,
+            )
+        if not args.skip_fleet:
+            results["fleet"] = fleet.run_with_sim(
+                workdir / "fleet", 3 if args.quick else 8, 2 if args.quick else 3, client_cpu
             )
     results["seconds"] = round(time.time() - started, 1)
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -103,20 +145,6 @@ def main() -> int:
     print(report.markdown(results))
     print(f"[bench] written to {RESULTS}/{name}.json and .md in {results['seconds']} s")
     return 0
-
-
-_memory_sim: list[Any] = []
-
-
-def sim_address_for_memory(workdir: Path, cpu: int | None) -> str:
-    sim = start("sim-h2", sluicegate("sim", "--port", "0", "--workers", "1"), workdir, cpu)
-    _memory_sim.append(sim)
-    return wait_for_line(sim, r"listening on http://(\S+)").group(1)
-
-
-def stop_memory_sim() -> None:
-    while _memory_sim:
-        _memory_sim.pop().stop()
 
 
 if __name__ == "__main__":

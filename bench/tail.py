@@ -17,9 +17,10 @@ from pathlib import Path
 
 from bench import loadgen
 from bench.compare import WHOLE
-from bench.gateway import MODEL, free_port, start_bare_core, start_gateway
+from bench.gateway import MODEL, start_bare_core, start_gateway
 from bench.nginx import start_nginx
 from bench.procs import cpus, start_instant_sim
+from bench.services import free_port
 
 
 def main() -> int:

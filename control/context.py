@@ -15,6 +15,7 @@ from control.bridge.core_bridge import CoreBridge
 from control.bridge.mutation import Mutator
 from control.crypto import CredentialCipher
 from control.fleet.identity import Replica
+from control.process.admin_tls import AdminTls
 from control.process.listen import HostPort
 from control.process.settings import Settings
 
@@ -43,6 +44,8 @@ class ControlContext:
     # The PostgreSQL schema the fleet shares (its notifications and leader lock are named after
     # it); None with SQLite, where this process is the whole fleet.
     fleet_schema: str | None = None
+    # TLS on the admin port (its certificate's expiry and reloads are in /metrics).
+    admin_tls: AdminTls | None = None
 
     def own_endpoints(self) -> set[HostPort]:
         """The gateway's own listeners: upstreams may not point back at them."""

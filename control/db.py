@@ -69,7 +69,16 @@ def create_db_engine(url: str) -> Engine:
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(parsed, hide_parameters=True, pool_pre_ping=True)
+    try:
+        return create_engine(parsed, hide_parameters=True, pool_pre_ping=True)
+    except ModuleNotFoundError as e:
+        # The PostgreSQL driver is the package's `postgres` extra, not a base dependency.
+        hint = (
+            " (pip install 'sluicegate[postgres]')"
+            if parsed.get_backend_name() == "postgresql"
+            else ""
+        )
+        raise ValueError(f"the driver of {parsed.drivername} is not installed{hint}") from e
 
 
 def _sqlite_pragmas(dbapi_connection: Any, connection_record: Any) -> None:

@@ -59,6 +59,20 @@ class CoreBridge:
         return self._core.running
 
     @property
+    def tls(self) -> bool:
+        """Whether the data port speaks TLS."""
+        return self._core.tls
+
+    def reload_tls(self) -> bool:
+        """Read the data port's certificate files again; True if a new pair is in force. Raises
+        `TlsError` for a refused pair (the core logged and counted it; the old one stays)."""
+        return self._core.reload_tls()
+
+    def reopen_access_log(self) -> None:
+        """Reopen the access log file under its name. Raises `LogError`."""
+        self._core.reopen_access_log()
+
+    @property
     def address(self) -> str | None:
         return self._core.address
 
@@ -102,6 +116,10 @@ class CoreBridge:
     def guard_listeners(self, addresses: list[str]) -> None:
         """Listeners of this process that no upstream connection may reach."""
         self._core.guard_listeners(addresses)
+
+    def metrics_source(self, admin_address: str) -> None:
+        """The admin listener whose `/metrics` the data port relays (with a metrics token)."""
+        self._core.metrics_source(admin_address)
 
     @property
     def core_version(self) -> int | None:

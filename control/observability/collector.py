@@ -5,6 +5,7 @@ the core's, seconds as the core measures them), then adds the control plane's ow
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -19,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from control.bridge.core_bridge import CoreBridge
 from control.diagnosis.schemas import ADVICE_HELP
+from control.process.admin_tls import AdminTls
 
 log = logging.getLogger("sluicegate.control")
 
@@ -60,9 +62,15 @@ def core_family(family: Mapping[str, Any]) -> Metric:
 
 
 class SluicegateCollector(Collector):
-    def __init__(self, bridge: CoreBridge, advice: AdviceSource | None = None) -> None:
+    def __init__(
+        self,
+        bridge: CoreBridge,
+        advice: AdviceSource | None = None,
+        admin_tls: AdminTls | None = None,
+    ) -> None:
         self._bridge = bridge
         self._advice = advice
+        self._admin_tls = admin_tls
 
     def collect(self) -> Iterable[Metric]:
         for family in self._bridge.metrics_families().values():
@@ -87,6 +95,8 @@ class SluicegateCollector(Collector):
         )
         if self._advice is not None:
             yield from self._scale_advice(self._advice)
+        if self._admin_tls is not None:
+            yield from _admin_tls_families(self._admin_tls)
 
     def _scale_advice(self, advice: AdviceSource) -> Iterable[Metric]:
         try:
@@ -99,3 +109,21 @@ class SluicegateCollector(Collector):
         for pool, value in sorted(by_pool.items()):
             family.add_metric([pool], value)
         yield family
+
+
+def _admin_tls_families(tls: AdminTls) -> Iterable[Metric]:
+    yield GaugeMetricFamily(
+        "sluicegate_admin_tls_certificate_expiry_seconds",
+        "Seconds until the notAfter of the admin port's certificate in force (negative: expired).",
+        value=tls.not_after - time.time(),
+    )
+    yield CounterMetricFamily(
+        "sluicegate_admin_tls_certificate_reloads_total",
+        "Certificate reloads on the admin port that put a new pair in force.",
+        value=tls.reloads,
+    )
+    yield CounterMetricFamily(
+        "sluicegate_admin_tls_certificate_reload_failures_total",
+        "Certificate reloads on the admin port refused (the pair in force stayed).",
+        value=tls.reload_failures,
+    )

@@ -1,6 +1,7 @@
 """`GET /metrics` on the admin port, in the Prometheus text format. Like `/healthz` it needs no
-token: the admin port stays on loopback or a private network, and no label carries a key, a
-tenant or a secret."""
+token: the admin port stays on loopback or a private network, and no label carries a key or a
+secret (tenant ids label only the bounded `sluicegate_tenant_*` families). The data port serves
+the same exposition behind a token of its own (`[metrics] data_port`)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _advice(ctx: ControlContext) -> dict[str, int]:
 
 def scrape(ctx: ControlContext) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SluicegateCollector(ctx.bridge, lambda: _advice(ctx)))
+    registry.register(SluicegateCollector(ctx.bridge, lambda: _advice(ctx), ctx.admin_tls))
     ProcessCollector(registry=registry)
     return generate_latest(registry)
 

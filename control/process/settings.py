@@ -53,10 +53,59 @@ class ServerSettings(Section):
     unready_seconds: float = Field(default=0.0, ge=0, le=600)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_json: bool = False
+    # The process log (the control plane's and the core's lines): a file path, "" for stderr.
+    log_file: str = ""
+    # Rotate the process log file before it would pass this size (0: never; logrotate and
+    # SIGHUP instead), keeping this many rotated files (`name.1` the newest).
+    log_rotate_bytes: int = Field(default=0, ge=0, le=1 << 40)
+    log_rotate_keep: int = Field(default=5, ge=1, le=1000)
     # One JSON line per request from the data plane: a file path, "-" for stderr, "" for none.
     access_log: str = ""
+    # The same rotation for the access log file.
+    access_log_rotate_bytes: int = Field(default=0, ge=0, le=1 << 40)
+    access_log_rotate_keep: int = Field(default=5, ge=1, le=1000)
 
     _check_listen = field_validator("data_listen", "admin_listen")(_listen)
+
+    @field_validator("log_rotate_bytes", "access_log_rotate_bytes")
+    @classmethod
+    def _rotation_size(cls, value: int) -> int:
+        if 0 < value < 4096:
+            raise ValueError("must be 0 (no rotation) or at least 4096")
+        return value
+
+
+class TlsSettings(Section):
+    """TLS on the data port and on the admin port. A port with a certificate speaks HTTPS only."""
+
+    # The data port's certificate chain (PEM, leaf first) and private key (PEM).
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    # The admin port's certificate chain and key, and the CA(s) its clients must present a
+    # certificate from (mTLS; unset: no client certificate asked).
+    admin_cert_file: Path | None = None
+    admin_key_file: Path | None = None
+    admin_client_ca_file: Path | None = None
+    # How often the certificate files are checked for a change (0: only on SIGHUP).
+    watch_ms: int = Field(default=1_000, ge=0, le=3_600_000)
+
+    @model_validator(mode="after")
+    def _pairs(self) -> TlsSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together: set both or neither")
+        if (self.admin_cert_file is None) != (self.admin_key_file is None):
+            raise ValueError("admin_cert_file and admin_key_file go together: set both or neither")
+        if self.admin_client_ca_file is not None and self.admin_cert_file is None:
+            raise ValueError("admin_client_ca_file needs admin_cert_file and admin_key_file")
+        return self
+
+    @property
+    def data(self) -> bool:
+        return self.cert_file is not None
+
+    @property
+    def admin(self) -> bool:
+        return self.admin_cert_file is not None
 
 
 class DatabaseSettings(Section):
@@ -118,6 +167,8 @@ class UsageSettings(Section):
     journal_dir: Path | None = None
     # The journal's group commit: written records are made durable together this often.
     journal_sync_ms: int = Field(default=10, ge=1, le=1_000)
+    # A stream journals what it relayed every this many content events (0: never).
+    progress_every_events: int = Field(default=16, ge=0, le=1_000_000)
     # Raw usage rows older than this are deleted (rollups are kept).
     raw_retention_days: int = Field(default=30, ge=1, le=36_500)
     # The longest range a key's latency percentiles may cover (they read raw rows).
@@ -182,6 +233,78 @@ class ProviderBootstrap(ProviderCreate):
     credential_env: str | None = None
 
 
+class TracingSettings(Section):
+    """Request traces to an OpenTelemetry collector over OTLP/HTTP (protobuf)."""
+
+    # The collector's traces URL, e.g. "http://otel-collector:4318/v1/traces". "": off.
+    endpoint: str = ""
+    # Share of traces kept, decided on the trace id; errors and slow requests are always kept.
+    sample_ratio: float = Field(default=0.1, ge=0.0, le=1.0)
+    # Requests taking at least this long are always kept.
+    slow_ms: int = Field(default=5_000, ge=1, le=3_600_000)
+    # Also keep what the client's `traceparent` marked sampled (a client can then raise the
+    # share of its own traces kept, up to what the export queue holds).
+    parent_based: bool = False
+    # Traces waiting for the exporter at most; more are dropped (and counted).
+    queue_traces: int = Field(default=2_048, ge=1, le=1_048_576)
+    # Traces per export request at most, and how long a batch gathers before it is sent.
+    batch_traces: int = Field(default=512, ge=1, le=65_536)
+    batch_delay_ms: int = Field(default=1_000, ge=0, le=60_000)
+    export_timeout_ms: int = Field(default=10_000, ge=1, le=120_000)
+    # The resource's `service.name`.
+    service_name: str = Field(default="sluicegate", min_length=1, max_length=200)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    def core_options(self, instance: str) -> dict[str, Any]:
+        """The `Core` arguments of these settings (none when tracing is off)."""
+        if not self.endpoint:
+            return {}
+        return {
+            "trace_endpoint": self.endpoint,
+            "trace_sample_ratio": self.sample_ratio,
+            "trace_slow_ms": self.slow_ms,
+            "trace_parent_based": self.parent_based,
+            "trace_queue": self.queue_traces,
+            "trace_batch": self.batch_traces,
+            "trace_batch_delay_ms": self.batch_delay_ms,
+            "trace_export_timeout_ms": self.export_timeout_ms,
+            "trace_service_name": self.service_name,
+            "trace_service_instance": instance,
+        }
+
+
+class MetricsSettings(Section):
+    """What `/metrics` shows, and where."""
+
+    # Also serve GET /metrics on the data port (the same exposition as the admin port's), to
+    # the bearer token `data_port_token` only (required then, at least 16 characters).
+    data_port: bool = False
+    data_port_token: SecretStr | None = None
+    # Tenants with series of their own (tokens, cost, requests, quota use); the rest are
+    # counted under tenant="(other)". Keys never get a label.
+    tenant_series: int = Field(default=100, ge=0, le=100_000)
+
+    @model_validator(mode="after")
+    def _token_when_served(self) -> MetricsSettings:
+        token = self.data_port_token
+        if self.data_port and (token is None or len(token.get_secret_value()) < 16):
+            raise ValueError("data_port needs data_port_token (at least 16 characters)")
+        return self
+
+    def core_options(self) -> dict[str, Any]:
+        token = self.data_port_token
+        return {
+            "metrics_token": token.get_secret_value() if self.data_port and token else None,
+            "tenant_series": self.tenant_series,
+        }
+
+
 class BootstrapSettings(Section):
     """Objects created at start if no object with their id exists (never updated)."""
 
@@ -194,6 +317,7 @@ class BootstrapSettings(Section):
 
 class Settings(Section):
     server: ServerSettings = Field(default_factory=lambda: ServerSettings())
+    tls: TlsSettings = Field(default_factory=lambda: TlsSettings())
     database: DatabaseSettings = Field(default_factory=lambda: DatabaseSettings())
     secrets: SecretSettings = Field(default_factory=lambda: SecretSettings())
     core: CoreSettings = Field(default_factory=lambda: CoreSettings())
@@ -201,9 +325,23 @@ class Settings(Section):
     admin: AdminSettings = Field(default_factory=lambda: AdminSettings())
     redis: RedisSettings = Field(default_factory=lambda: RedisSettings())
     fleet: FleetSettings = Field(default_factory=lambda: FleetSettings())
+    tracing: TracingSettings = Field(default_factory=lambda: TracingSettings())
+    metrics: MetricsSettings = Field(default_factory=lambda: MetricsSettings())
     bootstrap: BootstrapSettings = Field(default_factory=lambda: BootstrapSettings())
     doctor: DoctorSettings = Field(default_factory=lambda: DoctorSettings())
     console: ConsoleSettings = Field(default_factory=lambda: ConsoleSettings())
+
+    @model_validator(mode="after")
+    def _metrics_relay_reaches_the_admin_port(self) -> Settings:
+        # The data port fetches the exposition from the admin listener over plain loopback
+        # HTTP; behind admin TLS (mTLS, maybe) that fetch would fail on every scrape. Refused
+        # here rather than answering 502 to a scraper at run time.
+        if self.metrics.data_port and self.tls.admin:
+            raise ValueError(
+                "metrics.data_port relays the admin port's /metrics over plain HTTP and cannot "
+                "be combined with admin TLS: scrape the admin port (with its certificate) instead"
+            )
+        return self
 
 
 # Environment variable -> (section, field). Every scalar option has one.
@@ -215,6 +353,12 @@ ENV: dict[str, tuple[str, str]] = {
     "SLUICEGATE_LOG_LEVEL": ("server", "log_level"),
     "SLUICEGATE_LOG_JSON": ("server", "log_json"),
     "SLUICEGATE_ACCESS_LOG": ("server", "access_log"),
+    "SLUICEGATE_LOG_FILE": ("server", "log_file"),
+    "SLUICEGATE_LOG_ROTATE_BYTES": ("server", "log_rotate_bytes"),
+    "SLUICEGATE_LOG_ROTATE_KEEP": ("server", "log_rotate_keep"),
+    "SLUICEGATE_ACCESS_LOG_ROTATE_BYTES": ("server", "access_log_rotate_bytes"),
+    "SLUICEGATE_ACCESS_LOG_ROTATE_KEEP": ("server", "access_log_rotate_keep"),
+    **{f"SLUICEGATE_TLS_{name.upper()}": ("tls", name) for name in TlsSettings.model_fields},
     "SLUICEGATE_DATABASE_URL": ("database", "url"),
     "SLUICEGATE_KEY_PEPPER": ("secrets", "key_pepper"),
     "SLUICEGATE_ENCRYPTION_KEY": ("secrets", "encryption_key"),
@@ -235,6 +379,7 @@ ENV: dict[str, tuple[str, str]] = {
     "SLUICEGATE_USAGE_DRAIN_LINGER_MS": ("usage", "drain_linger_ms"),
     "SLUICEGATE_USAGE_JOURNAL_DIR": ("usage", "journal_dir"),
     "SLUICEGATE_USAGE_JOURNAL_SYNC_MS": ("usage", "journal_sync_ms"),
+    "SLUICEGATE_USAGE_PROGRESS_EVERY_EVENTS": ("usage", "progress_every_events"),
     "SLUICEGATE_USAGE_RAW_RETENTION_DAYS": ("usage", "raw_retention_days"),
     "SLUICEGATE_USAGE_LATENCY_MAX_DAYS": ("usage", "latency_max_days"),
     **{f"SLUICEGATE_ADMIN_{name.upper()}": ("admin", name) for name in AdminSettings.model_fields},
@@ -245,6 +390,14 @@ ENV: dict[str, tuple[str, str]] = {
     "SLUICEGATE_FLEET_NAME": ("fleet", "name"),
     "SLUICEGATE_FLEET_HEARTBEAT_MS": ("fleet", "heartbeat_ms"),
     "SLUICEGATE_FLEET_DEAD_AFTER_MS": ("fleet", "dead_after_ms"),
+    **{
+        f"SLUICEGATE_TRACING_{name.upper()}": ("tracing", name)
+        for name in TracingSettings.model_fields
+    },
+    **{
+        f"SLUICEGATE_METRICS_{name.upper()}": ("metrics", name)
+        for name in MetricsSettings.model_fields
+    },
     **{
         f"SLUICEGATE_DOCTOR_{name.upper()}": ("doctor", name)
         for name in DoctorSettings.model_fields

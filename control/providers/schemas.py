@@ -40,8 +40,8 @@ ForwardHeaders = Annotated[
     Field(
         max_length=32,
         description="Client headers this upstream may receive beyond the gateway's allow-list "
-        "(content-type, accept, user-agent, anthropic-version, traceparent, tracestate), e.g. "
-        "`anthropic-beta`. Credentials and framing headers are refused.",
+        "(content-type, accept, user-agent, anthropic-version; trace context is the gateway's "
+        "to write), e.g. `anthropic-beta`. Credentials, framing and trace headers are refused.",
     ),
 ]
 

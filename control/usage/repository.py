@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sluicegate.percentile import rank
 from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from control.usage.models import UsageRecord, UsageRollup
 from control.usage.rollups import COUNTERS, in_pieces, pieces
-from control.usage.stats import rank
 
 # The latency views' percentiles: P50, P95, P99.
 QUANTILES = (0.5, 0.95, 0.99)

@@ -36,7 +36,8 @@ class UsageOut(BaseModel):
     completion_tokens: int
     cached_tokens: int
     usage_source: str = Field(
-        description="upstream: counts the upstream reported; estimated: counted by the gateway"
+        description="upstream: counts the upstream reported; estimated: counted by the gateway; "
+        "progress: an interrupted stream's completion, from its latest progress record"
     )
     cost_micros: int = Field(description="At the price in force, in micro-units of its currency")
     price_version: int | None = Field(description="Id of that price version (null: no price)")

@@ -33,6 +33,14 @@ pub enum CoreError {
     Fleet(String),
     #[error("usage journal {path}: {source}")]
     Journal { path: String, source: std::io::Error },
+    #[error("tracing: {0}")]
+    Tracing(String),
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
+    #[error("TLS is not configured on the data port")]
+    NoTls,
+    #[error("access log {path}: {source}")]
+    AccessLog { path: String, source: std::io::Error },
 }
 
 #[derive(Debug, Clone, Default)]
@@ -46,10 +54,21 @@ pub struct CoreOptions {
     pub journal_sync_interval: std::time::Duration,
     /// Access log target: a file path, `-` for standard error, `None` for no access log.
     pub access_log: Option<String>,
+    /// Request traces to an OTLP collector; `None`: off.
+    pub tracing: Option<crate::telemetry::TraceSettings>,
+    /// Serve `GET /metrics` on the data port to this bearer token (`None`: not there).
+    pub metrics_token: Option<String>,
+    /// Tenants with metric series of their own at most; the rest count as `other`.
+    pub tenant_series: usize,
+    /// Size-based rotation of the access log file (`None`: it grows until reopened).
+    pub access_log_rotation: Option<crate::log_file::Rotation>,
+    /// TLS on the data port; `None` serves plain HTTP.
+    pub tls: Option<crate::tls::TlsSettings>,
 }
 
 pub struct Core {
     shared: Arc<Shared>,
+    tls: Option<Arc<crate::tls::Tls>>,
     workers: usize,
     running: Mutex<Option<Served>>,
     /// Serializes `apply_config` so compilations never interleave.
@@ -72,14 +91,26 @@ impl Core {
                 .map_err(|source| CoreError::Journal { path: dir.display().to_string(), source })?,
             None => UsageSink::new(limit),
         };
+        let tls = match &options.tls {
+            Some(settings) => Some(Arc::new(crate::tls::Tls::new(settings)?)),
+            None => None,
+        };
         let access_log = match &options.access_log {
             Some(target) => Some(
-                AccessLog::open(target)
-                    .map_err(|source| CoreError::Journal { path: format!("access log {target}"), source })?,
+                AccessLog::open(target, options.access_log_rotation)
+                    .map_err(|source| CoreError::AccessLog { path: target.clone(), source })?,
             ),
             None => None,
         };
-        let shared = Arc::new(Shared::new(options.settings, usage, access_log));
+        let mut shared = Shared::new(options.settings, usage, access_log);
+        if let Some(tracing) = options.tracing {
+            let tracer =
+                crate::telemetry::Tracer::start(tracing, shared.registry.guard.clone()).map_err(CoreError::Tracing)?;
+            shared.tracer = Some(tracer);
+        }
+        shared.metrics_port = options.metrics_token.as_deref().map(proxy::MetricsPort::new);
+        shared.metrics.set_tenant_series(options.tenant_series);
+        let shared = Arc::new(shared);
         let syncer = if shared.usage.is_journaled() {
             let sink = shared.clone();
             let handle = std::thread::Builder::new()
@@ -92,6 +123,7 @@ impl Core {
         };
         Ok(Self {
             shared,
+            tls,
             workers: options.workers,
             running: Mutex::new(None),
             applying: Mutex::new(()),
@@ -111,9 +143,13 @@ impl Core {
         }
         self.shared.set_draining(false);
         let shared = self.shared.clone();
+        let tls = self.tls.clone();
         let served = Served::start(self.workers, "sluicegate-core", listen, move |listener, stop| async move {
             let settings = shared.settings.conn.clone();
             let counters = shared.metrics.global.connections.clone();
+            if let Some(tls) = &tls {
+                tls.spawn_watch();
+            }
             // Health checks live and die with the runtime.
             tokio::spawn(crate::routing::health_check::run(shared.config.clone()));
             if let Some(fleet) = shared.fleet.get() {
@@ -121,13 +157,40 @@ impl Core {
             }
             tokio::spawn(crate::stats::sample_load(shared.config.clone()));
             let handler = move |req| proxy::handle(shared.clone(), req);
-            server::serve(listener, settings, counters, handler, stop).await
+            server::serve(listener, settings, counters, tls, handler, stop).await
         })?;
-        tracing::info!(addr = %served.addr, "data plane listening");
+        tracing::info!(addr = %served.addr, tls = self.tls.is_some(), "data plane listening");
         let addr = served.addr;
         self.shared.registry.guard.add_listeners(&[addr]);
         *running = Some(served);
         Ok(addr)
+    }
+
+    /// Whether the data port speaks TLS.
+    pub fn tls_enabled(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// The data port's handshake counters (with TLS).
+    pub fn tls_handshakes(&self) -> Option<&crate::tls::HandshakeCounters> {
+        self.tls.as_deref().map(|tls| &tls.handshakes)
+    }
+
+    /// Read the data port's certificate and key files again (SIGHUP): a pair that passes its
+    /// checks serves every new connection from now on; a refused one is logged, counted and
+    /// returned, and the pair in force stays. Open connections are not touched either way.
+    pub fn reload_tls(&self) -> Result<crate::tls::Reloaded, CoreError> {
+        let tls = self.tls.as_ref().ok_or(CoreError::NoTls)?;
+        tls.reload().map_err(|e| CoreError::Tls(e.into()))
+    }
+
+    /// Reopen the access log file under its name (logrotate's convention, on SIGHUP): lines
+    /// written from now on go to the file now at that path. Without a file access log, nothing.
+    pub fn reopen_access_log(&self) -> Result<(), CoreError> {
+        match &self.shared.access_log {
+            Some(log) => log.reopen().map_err(|source| CoreError::AccessLog { path: log.target().into(), source }),
+            None => Ok(()),
+        }
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
@@ -153,6 +216,14 @@ impl Core {
     /// no upstream connection may reach.
     pub fn guard_listeners(&self, addrs: &[SocketAddr]) {
         self.shared.registry.guard.add_listeners(addrs);
+    }
+
+    /// The admin API's listener, whose `/metrics` the data port relays (with a metrics token).
+    pub fn metrics_source(&self, admin: SocketAddr) -> Result<(), CoreError> {
+        match &self.shared.metrics_port {
+            Some(port) => port.set_source(admin).map_err(CoreError::Tracing),
+            None => Ok(()),
+        }
     }
 
     /// Share this replica's limits with the fleet through Redis (before `start`).
@@ -303,15 +374,23 @@ impl Core {
 
     pub fn metrics_json(&self) -> String {
         let mut families = metrics::render(&self.shared.metrics);
+        families.extend(metrics::render_genai(&self.shared.metrics));
+        families.extend(metrics::render_tenants(&self.shared.metrics));
         if let Some(snapshot) = self.shared.config.load_full() {
             families.extend(metrics::pool_gauges(&snapshot));
+            let now = crate::clock::unix_now() as i64;
+            families.extend(metrics::quota_gauges(&self.shared.metrics, &snapshot, now));
         }
+        families.push(FamilySnapshot::gauge(
+            "sluicegate_usage_backlog_age_seconds",
+            "Age of the oldest usage event the control plane has not stored yet (0: none waits).",
+            self.shared.usage.oldest_pending_age(crate::clock::unix_now()),
+        ));
         if let Some(log) = &self.shared.access_log {
-            families.push(FamilySnapshot::counter(
-                "sluicegate_access_log_dropped_total",
-                "Access log lines dropped because the writer fell behind.",
-                log.dropped.load(std::sync::atomic::Ordering::Relaxed) as f64,
-            ));
+            families.extend(log.metric_families());
+        }
+        if let Some(tls) = &self.tls {
+            families.extend(tls.metric_families(crate::clock::unix_now() as i64));
         }
         families.push(FamilySnapshot::gauge(
             "sluicegate_usage_backlog",
@@ -326,6 +405,9 @@ impl Core {
             "Bytes this process appended to the usage journal (begin, progress and end records).",
             self.shared.usage.journal_bytes() as f64,
         ));
+        if let Some(tracer) = &self.shared.tracer {
+            families.extend(tracer.families());
+        }
         families.push(FamilySnapshot::gauge(
             "sluicegate_config_version",
             "Version of the config snapshot in force (0 before the first).",
@@ -338,6 +420,9 @@ impl Core {
 impl Drop for Core {
     fn drop(&mut self) {
         self.stop(Duration::ZERO);
+        if let Some(tracer) = &self.shared.tracer {
+            tracer.stop();
+        }
         self.shared.usage.stop_syncer();
         if let Some(handle) = self.syncer.lock().unwrap_or_else(PoisonError::into_inner).take() {
             let _ = handle.join();

@@ -72,6 +72,27 @@ impl Endpoint {
         self as usize
     }
 
+    /// The OpenTelemetry GenAI `gen_ai.operation.name`.
+    pub fn operation(self) -> &'static str {
+        match self {
+            Endpoint::ChatCompletions | Endpoint::Messages => "chat",
+            Endpoint::Completions => "text_completion",
+            Endpoint::Embeddings => "embeddings",
+            Endpoint::Models => "list_models",
+        }
+    }
+
+    /// The path the gateway serves it on (`url.path`, `http.route`).
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::ChatCompletions => "/v1/chat/completions",
+            Endpoint::Completions => "/v1/completions",
+            Endpoint::Embeddings => "/v1/embeddings",
+            Endpoint::Messages => "/v1/messages",
+            Endpoint::Models => "/v1/models",
+        }
+    }
+
     /// The field that caps an answer's length, written into a request that sent none when its
     /// output must be bounded (`None`: the endpoint generates no text).
     pub fn output_cap_field(self) -> Option<&'static str> {

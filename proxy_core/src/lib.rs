@@ -5,6 +5,12 @@
 // cells are model-checked by loom (`make loom`).
 #![deny(unsafe_code)]
 
+/// mimalloc for every allocation the core makes: the request path allocates a few dozen small
+/// objects per request, and glibc's malloc spent about a tenth of the request path's
+/// instructions on them (callgrind, 2026-12-01).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod access_log;
 pub mod admission;
 pub mod auth;
@@ -14,9 +20,12 @@ pub mod core;
 pub mod endpoint;
 pub mod error;
 pub mod fleet;
+pub mod header_names;
 pub mod limits;
+pub mod log_file;
 pub mod metrics;
 pub mod private_fs;
+pub mod process_log;
 pub mod proxy;
 pub mod routing;
 pub mod runtime;
@@ -24,6 +33,8 @@ pub mod server;
 pub mod sse;
 pub mod stats;
 pub mod sync_shim;
+pub mod telemetry;
+pub mod tls;
 pub mod tokens;
 pub mod upstream;
 pub mod usage;

@@ -32,6 +32,13 @@ create_exception!(
     SluicegateError,
     "The usage journal could not be opened, written or acknowledged."
 );
+create_exception!(
+    _core,
+    TlsError,
+    SluicegateError,
+    "A TLS certificate and key pair was refused (unreadable, mismatched, expired); args are (message, reason)."
+);
+create_exception!(_core, LogError, SluicegateError, "A log file could not be opened or reopened.");
 create_exception!(_core, StateError, SluicegateError, "The call does not fit the object's state (already running).");
 create_exception!(
     _core,
@@ -49,12 +56,26 @@ fn core_error(e: CoreError) -> PyErr {
         CoreError::Start(_) => StartError::new_err(e.to_string()),
         CoreError::AlreadyRunning(_) => StateError::new_err(e.to_string()),
         CoreError::Journal { .. } => JournalError::new_err(e.to_string()),
-        CoreError::Fleet(_) => StateError::new_err(e.to_string()),
+        CoreError::Fleet(_) | CoreError::NoTls => StateError::new_err(e.to_string()),
+        CoreError::Tls(ref t) => TlsError::new_err((e.to_string(), t.reason())),
+        CoreError::AccessLog { .. } => LogError::new_err(e.to_string()),
+        CoreError::Tracing(_) => pyo3::exceptions::PyValueError::new_err(e.to_string()),
     }
 }
 
 fn usage_error(e: CommandLineError) -> PyErr {
     UsageError::new_err((e.message, e.exit_code))
+}
+
+/// Size-based rotation from its two arguments: `max_bytes` 0 is none.
+fn rotation(max_bytes: u64, keep: u32) -> PyResult<Option<crate::log_file::Rotation>> {
+    if max_bytes == 0 {
+        return Ok(None);
+    }
+    if keep == 0 || keep > 1000 {
+        return Err(pyo3::exceptions::PyValueError::new_err("rotate_keep must be 1..1000 with rotation on"));
+    }
+    Ok(Some(crate::log_file::Rotation { max_bytes, keep }))
 }
 
 fn seconds_arg(value: f64, name: &str) -> PyResult<Duration> {
@@ -74,9 +95,23 @@ impl PyCore {
     #[new]
     /// With `journal_dir`, usage events are journaled there, and the journal is replayed now:
     /// drain (and acknowledge) its events before serving. Raises JournalError if it cannot be
-    /// opened. Its records are made durable together every `journal_sync_ms`. `access_log` is a
-    /// file path or `-` (standard error) for one JSON line per request.
-    #[pyo3(signature = (*, workers=0, max_body_bytes=33554432, header_read_timeout_ms=5000, max_connections=25000, max_connections_per_client=4096, h2_max_concurrent_streams=100, body_read_timeout_ms=60000, max_body_bytes_in_flight=536870912, usage_backlog_limit=200000, expose_upstream=false, journal_dir=None, journal_sync_ms=10, access_log=None))]
+    /// opened. Its records are made durable together every `journal_sync_ms`; a stream journals
+    /// what it relayed every `progress_every_events` content events (0: never). `access_log` is a
+    /// file path or `-` (standard error) for one JSON line per request; with
+    /// `access_log_rotate_bytes` > 0 the file rotates before it would pass that size, keeping
+    /// `access_log_rotate_keep` rotated files. With `tls_cert_file` and `tls_key_file` (PEM) the
+    /// data port speaks TLS only (TLS 1.2/1.3, ALPN h2 and http/1.1); the files are checked for a
+    /// change every `tls_watch_ms` (0: only `reload_tls`). Raises TlsError for a refused pair,
+    /// LogError for an access log that cannot be opened.
+    ///
+    /// With `trace_endpoint` (an OTLP/HTTP traces URL), requests are traced: the ratio
+    /// `trace_sample_ratio` of traces (decided on the trace id), and always errors and requests
+    /// slower than `trace_slow_ms`; `trace_parent_based` also keeps what the client's
+    /// `traceparent` marked sampled. At most `trace_queue` traces wait for the exporter (more
+    /// are dropped and counted), sent `trace_batch` at a time after `trace_batch_delay_ms`.
+    /// `metrics_token` serves `GET /metrics` on the data port to that bearer token (see
+    /// `metrics_source`); `tenant_series` bounds the tenants with series of their own.
+    #[pyo3(signature = (*, workers=0, max_body_bytes=33554432, header_read_timeout_ms=5000, max_connections=25000, max_connections_per_client=4096, h2_max_concurrent_streams=100, body_read_timeout_ms=60000, max_body_bytes_in_flight=536870912, usage_backlog_limit=200000, expose_upstream=false, journal_dir=None, journal_sync_ms=10, progress_every_events=16, access_log=None, access_log_rotate_bytes=0, access_log_rotate_keep=5, tls_cert_file=None, tls_key_file=None, tls_watch_ms=1000, trace_endpoint=None, trace_sample_ratio=0.1, trace_slow_ms=5000, trace_parent_based=false, trace_queue=2048, trace_batch=512, trace_batch_delay_ms=1000, trace_export_timeout_ms=10000, trace_service_name=None, trace_service_instance=None, metrics_token=None, tenant_series=100))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -92,7 +127,25 @@ impl PyCore {
         expose_upstream: bool,
         journal_dir: Option<std::path::PathBuf>,
         journal_sync_ms: u64,
+        progress_every_events: u64,
         access_log: Option<String>,
+        access_log_rotate_bytes: u64,
+        access_log_rotate_keep: u32,
+        tls_cert_file: Option<std::path::PathBuf>,
+        tls_key_file: Option<std::path::PathBuf>,
+        tls_watch_ms: u64,
+        trace_endpoint: Option<String>,
+        trace_sample_ratio: f64,
+        trace_slow_ms: u64,
+        trace_parent_based: bool,
+        trace_queue: usize,
+        trace_batch: usize,
+        trace_batch_delay_ms: u64,
+        trace_export_timeout_ms: u64,
+        trace_service_name: Option<String>,
+        trace_service_instance: Option<String>,
+        metrics_token: Option<String>,
+        tenant_series: usize,
     ) -> PyResult<Self> {
         let positive = [
             ("max_connections", max_connections as u64),
@@ -110,6 +163,20 @@ impl PyCore {
                 "max_body_bytes_in_flight must be at least max_body_bytes",
             ));
         }
+        let tls = match (tls_cert_file, tls_key_file) {
+            (Some(cert_file), Some(key_file)) => Some(crate::tls::TlsSettings {
+                cert_file,
+                key_file,
+                watch_interval: (tls_watch_ms > 0).then(|| Duration::from_millis(tls_watch_ms)),
+            }),
+            (None, None) => None,
+            _ => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "tls_cert_file and tls_key_file go together: give both or neither",
+                ))
+            }
+        };
+        let access_log_rotation = rotation(access_log_rotate_bytes, access_log_rotate_keep)?;
         let options = CoreOptions {
             workers,
             settings: ServerSettings {
@@ -124,13 +191,64 @@ impl PyCore {
                 max_body_bytes_in_flight,
                 usage_backlog_limit,
                 expose_upstream,
+                progress_every_events,
             },
             journal_dir,
             journal_sync_interval: Duration::from_millis(journal_sync_ms),
             access_log,
+            access_log_rotation,
+            tls,
+            tracing: match trace_endpoint {
+                None => None,
+                Some(endpoint) => Some(crate::telemetry::TraceSettings {
+                    endpoint: endpoint
+                        .parse()
+                        .map_err(|_| pyo3::exceptions::PyValueError::new_err("trace_endpoint is not a valid URL"))?,
+                    sampler: crate::telemetry::Sampler {
+                        ratio: trace_sample_ratio,
+                        slow: Duration::from_millis(trace_slow_ms),
+                        parent_based: trace_parent_based,
+                    },
+                    queue: trace_queue,
+                    batch: trace_batch,
+                    batch_delay: Duration::from_millis(trace_batch_delay_ms),
+                    export_timeout: Duration::from_millis(trace_export_timeout_ms),
+                    service_name: trace_service_name.unwrap_or_else(|| "sluicegate".into()),
+                    service_instance: trace_service_instance.unwrap_or_default(),
+                }),
+            },
+            metrics_token: match metrics_token {
+                Some(token) if token.len() < 16 => {
+                    return Err(pyo3::exceptions::PyValueError::new_err("metrics_token must be at least 16 characters"))
+                }
+                other => other,
+            },
+            tenant_series,
         };
         let core = py.detach(move || Core::new(options)).map_err(core_error)?;
         Ok(Self { inner: Arc::new(core) })
+    }
+
+    /// Read the data port's certificate and key files again (SIGHUP). True: a new pair serves
+    /// new connections from now on; False: the files hold the pair in force. Raises TlsError
+    /// (args: message, reason) for a refused pair, which is also logged and counted, and the
+    /// pair in force stays; StateError without TLS. Open connections are never touched.
+    fn reload_tls(&self, py: Python<'_>) -> PyResult<bool> {
+        let core = self.inner.clone();
+        py.detach(move || core.reload_tls()).map(|outcome| outcome == crate::tls::Reloaded::Swapped).map_err(core_error)
+    }
+
+    /// Reopen the access log file under its name (after logrotate renamed it). Raises LogError
+    /// if it cannot be opened; the file in use stays in use.
+    fn reopen_access_log(&self, py: Python<'_>) -> PyResult<()> {
+        let core = self.inner.clone();
+        py.detach(move || core.reopen_access_log()).map_err(core_error)
+    }
+
+    /// Whether the data port speaks TLS.
+    #[getter]
+    fn tls(&self) -> bool {
+        self.inner.tls_enabled()
     }
 
     /// Bind `listen_addr` ("host:port"; port 0 picks one) and serve. Returns the bound address.
@@ -183,6 +301,15 @@ impl PyCore {
     /// traffic; requests are served either way.
     fn set_ready(&self, ready: bool) {
         self.inner.set_ready(ready);
+    }
+
+    /// The admin API's listener ("host:port"): with a `metrics_token`, `GET /metrics` on the
+    /// data port relays its exposition.
+    fn metrics_source(&self, admin_addr: &str) -> PyResult<()> {
+        let addr = admin_addr.parse::<std::net::SocketAddr>().map_err(|_| {
+            pyo3::exceptions::PyValueError::new_err(format!("{admin_addr:?} is not a host:port address"))
+        })?;
+        self.inner.metrics_source(addr).map_err(core_error)
     }
 
     /// Other listeners of this process ("host:port", e.g. the admin API's): no upstream
@@ -426,15 +553,47 @@ fn api_key_prefix(key: &str) -> String {
     auth::public_prefix(key).to_string()
 }
 
-/// Send the core's `tracing` logs to stderr (`json` for one JSON object per line). Once per process.
+/// Send the core's `tracing` logs to the process log (`json` for one JSON object per line):
+/// standard error, or `file` (rotated before it would pass `rotate_bytes` when > 0, keeping
+/// `rotate_keep` rotated files). Once per process: StateError after the first call; LogError
+/// if the file cannot be opened.
 #[pyfunction]
-#[pyo3(signature = (level="info", json=false))]
-fn init_logging(level: &str, json: bool) -> PyResult<()> {
+#[pyo3(signature = (level="info", json=false, file=None, rotate_bytes=0, rotate_keep=5))]
+fn init_logging(
+    level: &str,
+    json: bool,
+    file: Option<std::path::PathBuf>,
+    rotate_bytes: u64,
+    rotate_keep: u32,
+) -> PyResult<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let rotation = rotation(rotate_bytes, rotate_keep)?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(file.is_none())
+        .with_writer(crate::process_log::event_writer);
     let result = if json { builder.json().try_init() } else { builder.try_init() };
-    result.map_err(|e| StateError::new_err(format!("logging already initialised: {e}")))
+    result.map_err(|e| StateError::new_err(format!("logging already initialised: {e}")))?;
+    if let Some(path) = file {
+        let shown = path.display().to_string();
+        crate::process_log::use_file(path, rotation)
+            .map_err(|e| LogError::new_err(format!("cannot open the log file {shown}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Append `text` (whole lines) to the process log, where the core's own lines go.
+#[pyfunction]
+fn write_process_log(py: Python<'_>, text: &str) -> PyResult<()> {
+    let bytes = text.as_bytes().to_vec();
+    py.detach(move || crate::process_log::write(&bytes)).map_err(|e| LogError::new_err(e.to_string()))
+}
+
+/// Reopen the process log file under its name (SIGHUP); nothing when it is standard error.
+#[pyfunction]
+fn reopen_process_log(py: Python<'_>) -> PyResult<()> {
+    py.detach(crate::process_log::reopen).map_err(|e| LogError::new_err(format!("cannot reopen the log file: {e}")))
 }
 
 #[pymodule]
@@ -451,13 +610,19 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_well_formed_api_key, m)?)?;
     m.add_function(wrap_pyfunction!(api_key_prefix, m)?)?;
     m.add_function(wrap_pyfunction!(init_logging, m)?)?;
+    m.add_function(wrap_pyfunction!(write_process_log, m)?)?;
+    m.add_function(wrap_pyfunction!(reopen_process_log, m)?)?;
     m.add("SluicegateError", py.get_type::<SluicegateError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;
     m.add("StaleConfigError", py.get_type::<StaleConfigError>())?;
     m.add("StartError", py.get_type::<StartError>())?;
     m.add("JournalError", py.get_type::<JournalError>())?;
     m.add("StateError", py.get_type::<StateError>())?;
+    m.add("TlsError", py.get_type::<TlsError>())?;
+    m.add("LogError", py.get_type::<LogError>())?;
     m.add("UsageError", py.get_type::<UsageError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // "release build, rustc 1.95.0 (...), x86_64-unknown-linux-gnu", from build.rs.
+    m.add("__build__", env!("SLUICEGATE_BUILD"))?;
     Ok(())
 }

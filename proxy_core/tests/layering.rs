@@ -16,7 +16,9 @@ const LOWER: &[&str] = &[
     "usage",
     "sse",
     "metrics",
+    "telemetry",
     "server",
+    "fleet",
     "auth.rs",
     "endpoint.rs",
     "error.rs",
@@ -24,6 +26,8 @@ const LOWER: &[&str] = &[
     "clock.rs",
     "private_fs.rs",
     "access_log.rs",
+    "header_names.rs",
+    "sync_shim.rs",
 ];
 
 fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {
@@ -49,7 +53,8 @@ fn nothing_below_the_request_path_imports_it() {
         let text = fs::read_to_string(&file).expect("read");
         for (n, line) in text.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
-            if code.contains("crate::proxy") || code.contains("super::proxy") || code.contains("super::super::proxy") {
+            // `crate::proxy`, `super::proxy`, and `proxy::` inside a grouped `use crate::{...}`.
+            if code.contains("crate::proxy") || code.contains("super::proxy") || code.contains("proxy::") {
                 offenders.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
             }
         }

@@ -9,12 +9,15 @@ __all__ = [
     "ConfigError",
     "Core",
     "JournalError",
+    "LogError",
     "Simulator",
     "SluicegateError",
     "StaleConfigError",
     "StartError",
     "StateError",
+    "TlsError",
     "UsageError",
+    "__build__",
     "__version__",
     "api_key_prefix",
     "config_defaults",
@@ -23,10 +26,14 @@ __all__ = [
     "init_logging",
     "is_well_formed_api_key",
     "merge_status",
+    "reopen_process_log",
     "run_bench",
+    "write_process_log",
 ]
 
 __version__: str
+# How the extension was built: "<profile> build, <rustc --version>, <target triple>".
+__build__: str
 
 class SluicegateError(Exception):
     """Base class of every error the core raises."""
@@ -50,6 +57,13 @@ class StartError(SluicegateError):
 class StateError(SluicegateError):
     """The call does not fit the object's state (already running)."""
 
+class TlsError(SluicegateError):
+    """A TLS certificate and key pair was refused (unreadable, mismatched, expired); args are
+    (message, reason)."""
+
+class LogError(SluicegateError):
+    """A log file could not be opened or reopened."""
+
 class UsageError(SluicegateError):
     """Command-line arguments were refused, or help was asked for: args are (message, exit_code)."""
 
@@ -72,10 +86,33 @@ class Core:
         expose_upstream: bool = False,
         journal_dir: str | os.PathLike[str] | None = None,
         journal_sync_ms: int = 10,
+        progress_every_events: int = 16,
         access_log: str | None = None,
+        access_log_rotate_bytes: int = 0,
+        access_log_rotate_keep: int = 5,
+        tls_cert_file: str | os.PathLike[str] | None = None,
+        tls_key_file: str | os.PathLike[str] | None = None,
+        tls_watch_ms: int = 1000,
+        trace_endpoint: str | None = None,
+        trace_sample_ratio: float = 0.1,
+        trace_slow_ms: int = 5000,
+        trace_parent_based: bool = False,
+        trace_queue: int = 2048,
+        trace_batch: int = 512,
+        trace_batch_delay_ms: int = 1000,
+        trace_export_timeout_ms: int = 10000,
+        trace_service_name: str | None = None,
+        trace_service_instance: str | None = None,
+        metrics_token: str | None = None,
+        tenant_series: int = 100,
     ) -> Self: ...
+    def reload_tls(self) -> bool: ...
+    def reopen_access_log(self) -> None: ...
+    @property
+    def tls(self) -> bool: ...
     def start(self, listen_addr: str) -> str: ...
     def stop(self, grace_seconds: float = 30.0) -> None: ...
+    def metrics_source(self, admin_addr: str) -> None: ...
     def guard_listeners(self, addrs: list[str]) -> None: ...
     def set_ready(self, ready: bool) -> None: ...
     def join_fleet(
@@ -125,4 +162,12 @@ def generate_api_key() -> str: ...
 def hash_api_key(pepper: str, key: str) -> str: ...
 def is_well_formed_api_key(key: str) -> bool: ...
 def api_key_prefix(key: str) -> str: ...
-def init_logging(level: str = "info", json: bool = False) -> None: ...
+def init_logging(
+    level: str = "info",
+    json: bool = False,
+    file: str | os.PathLike[str] | None = None,
+    rotate_bytes: int = 0,
+    rotate_keep: int = 5,
+) -> None: ...
+def write_process_log(text: str) -> None: ...
+def reopen_process_log() -> None: ...

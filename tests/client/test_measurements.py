@@ -11,8 +11,8 @@ from collections.abc import Callable
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from sluicegate.client import CallRecord, Governor, OpenAI
+from sluicegate.percentile import nearest_rank
 
-from control.usage.stats import nearest_rank
 from tests.client.conftest import HELLO, Stack
 
 CALLS = 20

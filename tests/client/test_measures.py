@@ -10,8 +10,7 @@ import sys
 
 from sluicegate.client.histogram import CountHistogram, Histogram
 from sluicegate.client.sse_tap import SseTap
-
-from control.usage.stats import nearest_rank
+from sluicegate.percentile import nearest_rank
 
 
 def test_percentiles_within_half_a_percent_of_nearest_rank_never_a_mean() -> None:

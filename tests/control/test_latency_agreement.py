@@ -22,7 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from control.usage.stats import nearest_rank
+from sluicegate.percentile import nearest_rank
+
 from tests.support.gateway import ConfigBuilder, Gateway, member
 from tests.support.procs import Proc
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from control.usage.stats import nearest_rank
+from sluicegate.percentile import nearest_rank
 
 
 def test_nothing_has_no_percentile() -> None:

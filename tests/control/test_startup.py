@@ -35,7 +35,7 @@ def test_the_example_config_is_valid_and_complete() -> None:
     defaults = Settings()
     assert settings.model_dump(exclude={"bootstrap"}) == defaults.model_dump(exclude={"bootstrap"})
     text = path.read_text()
-    for section in ("server", "database", "secrets", "core", "usage"):
+    for section in ("server", "tls", "database", "secrets", "core", "usage", "tracing", "metrics"):
         for name in Settings.model_fields[section].annotation.model_fields:  # type: ignore[union-attr]
             assert f"{name} = " in text, f"{section}.{name} is not documented"
     for variable in ENV:

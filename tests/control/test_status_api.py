@@ -145,8 +145,12 @@ def test_metrics_carry_the_core_families_and_the_control_plane_own(
     assert value("sluicegate_control_config_acknowledged_version") == version
     assert value("sluicegate_pool_scale_advice", pool="p") == 0
     assert ("process_cpu_seconds_total", frozenset()) in found
-    # No key, tenant or secret in any label.
-    assert key not in text and "acme" not in text
+    # No key or secret in any label; the tenant only in the per-tenant families (bounded).
+    assert key not in text
+    for line in text.splitlines():
+        if "acme" in line:
+            assert line.startswith("sluicegate_tenant_") and 'tenant="acme"' in line, line
+    assert value("sluicegate_tenant_requests_total", tenant="acme", status_class="2xx") == 6
 
 
 def test_a_scrape_survives_a_doctor_that_cannot_run(served: tuple[Harness, str]) -> None:

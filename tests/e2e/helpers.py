@@ -15,13 +15,14 @@ from tests.support.procs import Proc, start_cli
 PEPPER = "e2e-CANARY-pepper-5c1d2e3f4a5b"
 ENCRYPTION_KEY = "ZTJlLUNBTkFSWS1lbmNyeXB0aW9uLWtleS0wMTIzNDU="
 UPSTREAM_SECRET = "sk-e2e-CANARY-upstream-7a8b9c0d1e"
-ADMIN = re.compile(r"\(admin http://(\S+)\)")
+ADMIN = re.compile(r"\(admin https?://(\S+)\)")
 GENERATED_TOKEN = re.compile(r"SLUICEGATE_ADMIN_TOKEN=(\S+)")
 
 
-def start_serve(tmp_path: Path, extra_config: str = "") -> tuple[Proc, str, str]:
-    """A started `sluicegate serve` on loopback (with `extra_config` appended to its TOML);
-    returns it, the admin address and the generated admin token."""
+def start_serve(tmp_path: Path, extra_config: str = "", server: str = "") -> tuple[Proc, str, str]:
+    """A started `sluicegate serve` on loopback (with `extra_config` appended to its TOML and
+    `server` lines added to its `[server]` table); returns it, the admin address and the
+    generated admin token."""
     config = tmp_path / "sluicegate.toml"
     config.write_text(
         f"""
@@ -29,6 +30,7 @@ def start_serve(tmp_path: Path, extra_config: str = "") -> tuple[Proc, str, str]
 data_listen = "127.0.0.1:0"
 admin_listen = "127.0.0.1:0"
 shutdown_grace_seconds = 5
+{server}
 
 [database]
 url = "sqlite:///{tmp_path}/sluicegate.db"

@@ -11,8 +11,9 @@ from collections import Counter
 
 import httpx
 
+from bench.services import HAProxy
 from tests.fleet.conftest import configure
-from tests.fleet.harness import Fleet, HAProxy
+from tests.fleet.harness import Fleet
 
 BODY = {
     "model": "chat",
@@ -32,7 +33,7 @@ def test_a_rolling_restart_under_streaming_load_fails_no_request(
         f.start(replica)
     key = configure(f, sim)["key"]
     f.wait_in_step()
-    lb = HAProxy(tmp_path, replicas)
+    lb = HAProxy(tmp_path, [r.data_port for r in replicas])
     lb.start()
     outcomes: Counter[str] = Counter()
     stop = threading.Event()

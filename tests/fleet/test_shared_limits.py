@@ -46,23 +46,41 @@ def test_a_rate_limit_holds_across_the_fleet_within_two_percent(new_fleet: Fleet
     key = configure(f, sim, rpm=1200, rpm_burst=20)["key"]
     f.wait_in_step()
     stop = time.monotonic() + 22
+    offered: list[float] = []
     admitted: list[float] = []
-    targets = itertools.cycle(replicas)
 
-    def offer() -> None:
-        while time.monotonic() < stop:
-            started = time.monotonic()
-            if _post(next(targets).data, key) == 200:
-                admitted.append(started)
-            time.sleep(max(0.0, 0.15 - (time.monotonic() - started)))  # ~6.7/s per worker
+    def offer(worker: int) -> None:
+        # One client per worker, its connections kept: a client built per request spends its
+        # time on TLS contexts and handshakes and can fall below the rate it means to offer.
+        targets = itertools.cycle(replicas[worker % 3 :] + replicas[: worker % 3])
+        with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {key}"}) as client:
+            while time.monotonic() < stop:
+                started = time.monotonic()
+                offered.append(started)
+                try:
+                    status = client.post(
+                        next(targets).data + "/v1/chat/completions", json=BODY
+                    ).status_code
+                except httpx.TransportError:
+                    status = 0
+                if status == 200:
+                    admitted.append(started)
+                time.sleep(max(0.0, 0.15 - (time.monotonic() - started)))  # ~6.7/s per worker
 
     with concurrent.futures.ThreadPoolExecutor(6) as pool:  # ~40/s offered, 20/s allowed
-        list(pool.map(lambda _: offer(), range(6)))
+        list(pool.map(offer, range(6)))
     begin = min(admitted) + 2  # past the first burst
     window = [t for t in admitted if begin <= t < begin + 18]
+    offered_in_window = sum(1 for t in offered if begin <= t < begin + 18)
     expected = 20 * 18
-    print(f"\nadmitted {len(window)} in 18 s at 20/s allowed (expected {expected})")
-    assert abs(len(window) - expected) <= 0.02 * expected
+    admitted_in_window = len(window)
+    print(f"\nadmitted {admitted_in_window} of {offered_in_window} offered in 18 s at 20/s allowed")
+    # The claim holds only while the offer stays above the rate: a client too slow to offer it
+    # says so instead of passing for a limiter that admits too few.
+    assert offered_in_window >= 1.5 * expected, (
+        f"the test client offered only {offered_in_window} requests"
+    )
+    assert abs(admitted_in_window - expected) <= 0.02 * expected
 
 
 def _overlap(records: list[dict]) -> int:  # type: ignore[type-arg]

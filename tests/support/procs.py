@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-LISTENING = re.compile(r"listening on http://(\S+)")
+LISTENING = re.compile(r"listening on https?://(\S+)")
 
 
 @dataclass
@@ -41,15 +41,24 @@ class Proc:
             self.popen.wait(5)
 
 
-def start_cli(args: list[str], log: Path, timeout: float = 20.0) -> Proc:
-    """Run `python -m sluicegate ARGS` and wait for its 'listening on' line."""
+def start_cli(
+    args: list[str],
+    log: Path,
+    timeout: float = 20.0,
+    command: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Proc:
+    """Run `python -m sluicegate ARGS` (or `command ARGS`, in `env` and `cwd` when given) and
+    wait for its 'listening on' line."""
     out = open(log, "w+")  # noqa: SIM115 - closed with the process
     popen = subprocess.Popen(
-        [sys.executable, "-m", "sluicegate", *args],
+        [*(command or [sys.executable, "-m", "sluicegate"]), *args],
         stdout=out,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"},
+        cwd=cwd,
     )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -55,6 +55,7 @@ pub fn compile(version: u64, payload: &ConfigPayload, lease: &mut Lease<'_>) -> 
             limit_state: lease.limit_state(format!("tenant/{}", t.id)),
             quota: check_quota(&format!("tenants[{i}].quota"), t.quota.as_ref())?,
             quota_state: lease.quota_state(format!("tenant/{}", t.id)),
+            series: lease.metrics().tenant(&t.id),
         });
         if tenants.insert(id, entry).is_some() {
             return Err(err(path, format!("duplicate tenant id {:?}", t.id)));
@@ -99,11 +100,21 @@ pub fn compile(version: u64, payload: &ConfigPayload, lease: &mut Lease<'_>) -> 
             let model_json =
                 serde_json::to_vec(&target.model).map_err(|e| err(format!("{tpath}.model"), e.to_string()))?;
             let series = pool.members.iter().map(|m| lease.metrics().leg(&r.alias, &pool.id, &m.id)).collect();
+            let genai = pool
+                .members
+                .iter()
+                .map(|m| {
+                    let port = m.port.to_string();
+                    let labels = [m.kind.as_str(), &r.alias, &target.model, &m.host, &port, &pool.id, &m.id];
+                    lease.metrics().genai(&labels)
+                })
+                .collect();
             chain.push(RouteLeg {
                 pool: pool.clone(),
                 upstream_model: Arc::from(target.model.as_str()),
                 model_json: Bytes::from(model_json),
                 series,
+                genai,
             });
         }
         if r.max_output_tokens == Some(0) {

@@ -122,6 +122,8 @@ pub(super) fn compile_member(
     Ok(Member {
         id: Arc::from(m.id.as_str()),
         kind: m.kind,
+        host: Arc::from(literal),
+        port,
         uris,
         credential,
         secret: m.credential.as_deref().map(Arc::from),

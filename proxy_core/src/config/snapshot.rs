@@ -14,7 +14,7 @@ use crate::admission::PoolGate;
 use crate::auth::{KeyHash, KeyHasher};
 use crate::endpoint::Endpoint;
 use crate::limits::{LimitState, QuotaState};
-use crate::metrics::{LegSeries, PoolSeries};
+use crate::metrics::{GenAiSeries, LegSeries, PoolSeries, TenantSeries};
 use crate::routing::{MemberState, PoolState, RetryPolicy};
 use crate::stats::Windows;
 use crate::upstream::UpstreamClient;
@@ -42,6 +42,8 @@ pub struct TenantEntry {
     pub limit_state: Arc<LimitState>,
     pub quota: Option<QuotaConfig>,
     pub quota_state: Arc<QuotaState>,
+    /// Its requests, tokens and cost (or `(other)`'s, past the bound of tenant series).
+    pub series: Arc<TenantSeries>,
 }
 
 pub struct KeyEntry {
@@ -83,6 +85,9 @@ pub struct PoolTimeouts {
 pub struct Member {
     pub id: Arc<str>,
     pub kind: ProviderKind,
+    /// The base URL's host and port (`server.address`, `server.port` in traces and metrics).
+    pub host: Arc<str>,
+    pub port: u16,
     /// Full upstream URI per endpoint, built once.
     pub uris: [Uri; Endpoint::ALL.len()],
     /// The header carrying the upstream credential, marked sensitive.
@@ -123,6 +128,8 @@ pub struct RouteLeg {
     pub model_json: Bytes,
     /// Indexed like `pool.members`.
     pub series: Vec<Arc<LegSeries>>,
+    /// The GenAI series, indexed like `pool.members`.
+    pub genai: Vec<Arc<GenAiSeries>>,
 }
 
 pub struct Route {

@@ -209,6 +209,11 @@ impl QuotaChunk {
         self.room_cost.store(room(limits.1, used.1), Ordering::Release);
     }
 
+    /// The period's use the store last reported (tokens, cost).
+    pub fn reported_use(&self) -> (i64, i64) {
+        (self.used_tokens.load(Ordering::Acquire), self.used_cost.load(Ordering::Acquire))
+    }
+
     /// The limits last leased under (-1: none).
     pub fn limits(&self) -> (i64, i64) {
         (self.limit_tokens.load(Ordering::Acquire), self.limit_cost.load(Ordering::Acquire))

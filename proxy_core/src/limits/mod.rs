@@ -18,7 +18,9 @@ pub use adoption::adopt_ledger;
 pub use concurrency::{Concurrency, Slot};
 pub use gcra::{Gcra, Level, Rate, Refusal};
 pub use leased::{Allowance, LeaseHold, Leased, QuotaChunk, Slots};
-pub use quota::{period_start, Exhausted, QuotaHold, QuotaScope, QuotaState, Unledgered};
+pub use quota::{
+    effective_start as quota_period_start, period_start, Exhausted, QuotaHold, QuotaScope, QuotaState, Unledgered,
+};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -103,7 +103,7 @@ fn reserve_one(counter: &AtomicU64, limit: Option<u64>, amount: u64) -> Result<(
 
 /// Where the period `now` is in starts: the period's own start, or `period_start` (a reset, a
 /// new definition) when later.
-fn effective_start(config: &QuotaConfig, now: i64) -> i64 {
+pub fn effective_start(config: &QuotaConfig, now: i64) -> i64 {
     period_start(config.period, now).map_or(config.period_start, |p| p.max(config.period_start))
 }
 
@@ -200,6 +200,16 @@ impl QuotaState {
             }
             // Another request moved the period first: use (or move past) what it put in.
         }
+    }
+
+    /// What the period `now` is in has used so far (reservations included): nothing yet when
+    /// the counts in force are an older period's.
+    pub fn used_in(&self, config: &QuotaConfig, now: i64) -> (u64, u64) {
+        let period = self.current.load();
+        if period.start < effective_start(config, now) {
+            return (0, 0);
+        }
+        (period.tokens.load(Ordering::Acquire), period.cost.load(Ordering::Acquire))
     }
 
     pub fn used(&self) -> (u64, u64) {

@@ -23,6 +23,27 @@ impl<T> Family<T> {
         series.entry(key).or_insert_with(|| Arc::new(make())).clone()
     }
 
+    /// The series of `values` if it exists, else a new one while fewer than `bound` exist, else
+    /// the series of `overflow` (created at once, outside the bound): a label whose values come
+    /// from tenants' ids stays within `bound + 1` series for the process's life.
+    pub fn get_or_create_bounded(
+        &self,
+        values: &[&str],
+        bound: usize,
+        overflow: &[&str],
+        make: impl Fn() -> T,
+    ) -> Arc<T> {
+        let key: LabelValues = values.iter().map(|v| Arc::<str>::from(*v)).collect();
+        let other: LabelValues = overflow.iter().map(|v| Arc::<str>::from(*v)).collect();
+        let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(found) = series.get(&key) {
+            return found.clone();
+        }
+        let named = series.len() - usize::from(series.contains_key(&other));
+        let key = if named < bound && key != other { key } else { other };
+        series.entry(key).or_insert_with(|| Arc::new(make())).clone()
+    }
+
     /// A consistent list of the series for export, in label order.
     pub fn collect(&self) -> Vec<(LabelValues, Arc<T>)> {
         let series = self.series.lock().unwrap_or_else(PoisonError::into_inner);

@@ -16,8 +16,11 @@ pub const DURATION_BUCKETS: &[f64] =
 /// Short stages inside the gateway: queue wait, connect, overhead (seconds).
 pub const STAGE_BUCKETS: &[f64] =
     &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
-/// Token counts per request.
-pub const TOKEN_BUCKETS: &[f64] = &[1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0];
+/// OpenTelemetry GenAI `gen_ai.client.token.usage` buckets (tokens per request).
+pub const TOKEN_BUCKETS: &[f64] = &[
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0,
+    67108864.0,
+];
 
 pub struct Histogram {
     bounds: &'static [f64],

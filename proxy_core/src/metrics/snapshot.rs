@@ -32,8 +32,24 @@ pub struct FamilySnapshot {
 }
 
 impl FamilySnapshot {
-    fn new(name: &'static str, kind: &'static str, help: &'static str, labels: &[&'static str]) -> Self {
+    pub(crate) fn new(name: &'static str, kind: &'static str, help: &'static str, labels: &[&'static str]) -> Self {
         Self { name, kind, help, labels: labels.to_vec(), samples: Vec::new() }
+    }
+
+    pub fn with_labels(name: &'static str, kind: &'static str, help: &'static str, labels: Vec<&'static str>) -> Self {
+        Self { name, kind, help, labels, samples: Vec::new() }
+    }
+
+    pub fn push_value(&mut self, labels: Vec<String>, value: f64) {
+        self.value(labels, value);
+    }
+
+    /// A histogram sample, unless nothing was recorded in it.
+    pub fn histogram_if_used(&mut self, labels: Vec<String>, histogram: &Histogram) {
+        let snapshot = histogram.snapshot();
+        if snapshot.count > 0 {
+            self.samples.push(Sample { labels, value: None, histogram: Some(snapshot) });
+        }
     }
 
     /// A single unlabelled counter.
@@ -50,11 +66,11 @@ impl FamilySnapshot {
         family
     }
 
-    fn value(&mut self, labels: Vec<String>, value: f64) {
+    pub(crate) fn value(&mut self, labels: Vec<String>, value: f64) {
         self.samples.push(Sample { labels, value: Some(value), histogram: None });
     }
 
-    fn histogram(&mut self, labels: Vec<String>, histogram: &Histogram) {
+    pub(crate) fn histogram(&mut self, labels: Vec<String>, histogram: &Histogram) {
         let snapshot = histogram.snapshot();
         self.samples.push(Sample { labels, value: None, histogram: Some(snapshot) });
     }

@@ -2,11 +2,12 @@
 
 use std::sync::Arc;
 
-use http::header::{HeaderMap, AUTHORIZATION};
+use http::header::{HeaderMap, HeaderName, AUTHORIZATION};
 
 use crate::auth::{digest_eq, well_formed};
 use crate::config::{KeyEntry, Snapshot};
 use crate::error::{ErrorKind, GatewayError};
+use crate::header_names::X_API_KEY;
 
 /// The one answer for a key that is malformed, unknown, revoked, disabled or expired, so a caller
 /// learns nothing about which.
@@ -17,7 +18,7 @@ fn invalid_key() -> GatewayError {
     )
 }
 
-fn single<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, GatewayError> {
+fn single<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a str>, GatewayError> {
     let mut values = headers.get_all(name).iter();
     let Some(first) = values.next() else {
         return Ok(None);
@@ -30,7 +31,7 @@ fn single<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Gat
 
 /// The presented key, from `Authorization: Bearer` or `x-api-key` (both may be sent if equal).
 fn presented_key(headers: &HeaderMap) -> Result<&str, GatewayError> {
-    let bearer = match single(headers, AUTHORIZATION.as_str())? {
+    let bearer = match single(headers, &AUTHORIZATION)? {
         None => None,
         Some(value) => {
             let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
@@ -43,7 +44,7 @@ fn presented_key(headers: &HeaderMap) -> Result<&str, GatewayError> {
             Some(token.trim())
         }
     };
-    let x_api_key = single(headers, "x-api-key")?;
+    let x_api_key = single(headers, &X_API_KEY)?;
     let key = match (bearer, x_api_key) {
         (Some(a), Some(b)) if a != b => {
             return Err(GatewayError::new(ErrorKind::InvalidApiKey, "Authorization and x-api-key carry different keys"))

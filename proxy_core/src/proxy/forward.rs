@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -17,11 +17,15 @@ use hyper::body::Incoming;
 use super::context::RequestCtx;
 use super::relay::{RelayBody, RelayMode, Timers};
 use super::respond::ProxyBody;
+use super::spans::AttemptSpan;
 use super::trace::{Leg, Trace, UsageGuard};
 use crate::admission::{Entry, Permit};
 use crate::config::{Member, Pool, ProviderKind, RouteLeg};
 use crate::endpoint::Endpoint;
 use crate::error::{ErrorKind, GatewayError};
+use crate::header_names::{
+    ANTHROPIC_VERSION, RETRY_AFTER_MS, X_REQUEST_ID, X_SLUICEGATE_FALLBACK, X_SLUICEGATE_UPSTREAM,
+};
 use crate::routing::{pick_member, Availability, MemberLease, RetryReason, Verdict};
 use crate::sse::SseTap;
 use crate::upstream::headers::{client_response_headers, upstream_request_headers};
@@ -35,16 +39,17 @@ pub fn serves(kind: ProviderKind, endpoint: Endpoint) -> bool {
     }
 }
 
-fn upstream_request(member: &Member, ctx: &RequestCtx, body: Bytes) -> Request<Full<Bytes>> {
+fn upstream_request(member: &Member, ctx: &RequestCtx, body: Bytes, attempt_span: u64) -> Request<Full<Bytes>> {
     let mut headers = upstream_request_headers(&ctx.client_headers, &member.pass_through, &member.headers);
+    ctx.trace.write_upstream(&mut headers, attempt_span);
     if let Some((name, value)) = &member.credential {
         headers.insert(name.clone(), value.clone());
     }
-    if member.kind == ProviderKind::Anthropic && !headers.contains_key("anthropic-version") {
-        headers.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
+    if member.kind == ProviderKind::Anthropic && !headers.contains_key(ANTHROPIC_VERSION) {
+        headers.insert(ANTHROPIC_VERSION, HeaderValue::from_static("2023-06-01"));
     }
     if let Ok(id) = HeaderValue::from_str(&ctx.request_id) {
-        headers.insert("x-request-id", id);
+        headers.insert(X_REQUEST_ID, id);
     }
     let mut req = Request::new(Full::new(body));
     *req.method_mut() = Method::POST;
@@ -71,11 +76,12 @@ fn transport_error(e: &hyper_util::client::legacy::Error) -> (GatewayError, Retr
 
 /// The upstream's own `retry-after-ms` or `retry-after` (seconds), if any.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let read = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok());
-    if let Some(ms) = read("retry-after-ms").filter(|v| v.is_finite() && *v >= 0.0) {
+    let read =
+        |name: HeaderName| headers.get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok());
+    if let Some(ms) = read(RETRY_AFTER_MS).filter(|v| v.is_finite() && *v >= 0.0) {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }
-    read("retry-after").filter(|v| v.is_finite() && *v >= 0.0).map(Duration::from_secs_f64)
+    read(header::RETRY_AFTER).filter(|v| v.is_finite() && *v >= 0.0).map(Duration::from_secs_f64)
 }
 
 fn deadline_passed() -> GatewayError {
@@ -227,11 +233,30 @@ pub async fn forward(
                 Ok(body) => body,
                 Err(e) => return Err(fail(&mut guard, e, Outcome::UpstreamError)),
             };
-            let request = upstream_request(member, &ctx, body);
+            let traced = ctx.shared.tracer.is_some();
+            let attempt_span = if traced { crate::telemetry::new_span_id() } else { 0 };
+            let request = upstream_request(member, &ctx, body, attempt_span);
             let sent_at = Instant::now();
             if let Some(trace) = guard.trace() {
                 trace.journal_begin(&ctx.shared);
                 trace.mark_sent(sent_at);
+                if traced {
+                    trace.attempt_spans.push(AttemptSpan {
+                        span_id: attempt_span,
+                        number: attempts,
+                        pool: pool.id.clone(),
+                        member: member.id.clone(),
+                        upstream_model: leg.upstream_model.clone(),
+                        provider: pool.kind,
+                        host: member.host.clone(),
+                        port: member.port,
+                        sent: sent_at,
+                        ended: None,
+                        status: 0,
+                        error: None,
+                        connect: None,
+                    });
+                }
             }
             // A stream must start within `first_byte`; a whole answer only arrives when it is
             // complete, so it gets the overall deadline. Both are capped by the client's.
@@ -264,6 +289,10 @@ pub async fn forward(
                 Ok(Ok(response)) => {
                     let status = response.status().as_u16();
                     member.state.record_ttfb(sent_at.elapsed());
+                    if let Some(span) = guard.trace().and_then(Trace::attempt_span) {
+                        span.status = status;
+                        span.connect = connect_time(&response, sent_at);
+                    }
                     let reason = match status {
                         401 | 403 => {
                             // The upstream refused the operator's credential (or account): the
@@ -297,6 +326,9 @@ pub async fn forward(
                     match reason {
                         Some(reason) if policy.retries(reason, status) => {
                             pool.series.retries[reason.index()].fetch_add(1, Ordering::Relaxed);
+                            if let Some(span) = guard.trace().and_then(Trace::attempt_span) {
+                                span.ended = Some(Instant::now());
+                            }
                             last = Last::Answer(Box::new(Kept { response, lease, member_index: mi, sent_at }));
                             continue;
                         }
@@ -308,6 +340,10 @@ pub async fn forward(
                 }
             };
             lease.set_verdict(Verdict::Failure);
+            if let Some(span) = guard.trace().and_then(Trace::attempt_span) {
+                span.ended = Some(Instant::now());
+                span.error = Some(error.kind);
+            }
             if !policy.retries(reason, 0) {
                 let outcome = outcome_of(error.kind);
                 return Err(fail(&mut guard, error, outcome));
@@ -341,6 +377,11 @@ pub async fn forward(
     };
     let outcome = outcome_of(error.kind);
     Err(fail(&mut guard, error, outcome))
+}
+
+/// How long the attempt's connection took to open, if the attempt opened it.
+fn connect_time(response: &Response<Incoming>, sent_at: Instant) -> Option<Duration> {
+    response.extensions().get::<ConnectTiming>().filter(|t| t.finished >= sent_at).map(|t| t.took)
 }
 
 struct Attempt<'a> {
@@ -401,11 +442,11 @@ fn relay(
     let member = &leg.pool.members[attempt.member_index];
     if ctx.shared.settings.expose_upstream {
         if let Ok(v) = HeaderValue::from_str(&format!("{}/{}", leg.pool.id, member.id)) {
-            parts.headers.insert("x-sluicegate-upstream", v);
+            parts.headers.insert(X_SLUICEGATE_UPSTREAM, v);
         }
     }
     if attempt.leg_index > 0 {
-        parts.headers.insert("x-sluicegate-fallback", HeaderValue::from_static("1"));
+        parts.headers.insert(X_SLUICEGATE_FALLBACK, HeaderValue::from_static("1"));
     }
     parts.extensions = http::Extensions::new();
     parts.version = ctx.client_version;

@@ -16,6 +16,7 @@ use super::deferred::DeferredBody;
 use super::relay::RelayBody;
 use crate::endpoint::Flavor;
 use crate::error::{GatewayError, RateLimitInfo};
+use crate::header_names::X_SHOULD_RETRY;
 
 /// Every response body the gateway writes.
 // Relayed answers are the common case: keep them inline rather than boxing every one.
@@ -147,7 +148,7 @@ pub fn error(flavor: Flavor, error: &GatewayError) -> Response<ProxyBody> {
         rate_limit_headers(&mut response, info);
     }
     if error.no_retry {
-        response.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
+        response.headers_mut().insert(X_SHOULD_RETRY, HeaderValue::from_static("false"));
     }
     if error.close_connection {
         response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));

@@ -13,8 +13,9 @@ use crate::config::{Registry, SnapshotCell};
 use crate::fleet::Fleet;
 use crate::metrics::Metrics;
 use crate::server::ConnSettings;
+use crate::telemetry::Tracer;
 use crate::upstream::AddressGuard;
-use crate::usage::UsageSink;
+use crate::usage::{UsageSink, PROGRESS_EVERY_EVENTS};
 
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
@@ -30,6 +31,9 @@ pub struct ServerSettings {
     /// Name the pool and member that served in `x-sluicegate-upstream` (operators' debugging;
     /// off by default: it tells tenants the gateway's topology).
     pub expose_upstream: bool,
+    /// Content events between two progress records of a stream (and at least one journal
+    /// commit interval): the most a crash under-bills a stream by. 0 writes none.
+    pub progress_every_events: u64,
 }
 
 impl Default for ServerSettings {
@@ -40,6 +44,7 @@ impl Default for ServerSettings {
             body_read_timeout: Duration::from_secs(60),
             max_body_bytes_in_flight: 512 * 1024 * 1024,
             usage_backlog_limit: 200_000,
+            progress_every_events: PROGRESS_EVERY_EVENTS,
             expose_upstream: false,
         }
     }
@@ -56,6 +61,10 @@ pub struct Shared {
     /// The fleet whose limits this replica shares, once it joined one.
     pub fleet: OnceLock<Arc<Fleet>>,
     pub settings: ServerSettings,
+    /// Request traces for the operator's collector (`None`: tracing is off).
+    pub tracer: Option<Arc<Tracer>>,
+    /// `GET /metrics` on the data port (`None`: not served there).
+    pub metrics_port: Option<super::metrics_port::MetricsPort>,
     draining: AtomicBool,
     /// Cleared by the control plane when a load balancer should stop sending new traffic (the
     /// start of a graceful stop) while requests are still served.
@@ -74,6 +83,8 @@ impl Shared {
             body_budget: BodyBudget::new(settings.max_body_bytes_in_flight),
             fleet: OnceLock::new(),
             settings,
+            tracer: None,
+            metrics_port: None,
             draining: AtomicBool::new(false),
             ready: AtomicBool::new(true),
         }

@@ -7,27 +7,31 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::clock::unix_now;
-use crate::config::{KeyEntry, Price, Priority, RouteLeg};
+use crate::config::{KeyEntry, Price, Priority, ProviderKind, RouteLeg};
 use crate::endpoint::Endpoint;
-use crate::error::ErrorKind;
+use crate::error::{ErrorKind, Origin};
 use crate::limits::Held;
-use crate::metrics::{LegSeries, PoolSeries};
+use crate::metrics::{operation_index, GenAiSeries, LegSeries, PoolSeries};
 use crate::routing::PoolState;
 use crate::sse::TokenUsage;
 use crate::stats::{Observation, Windows};
-use crate::usage::{
-    BeginRecord, Outcome, ProgressRecord, ReportedUsage, Ticket, UsageEvent, UsageSource, PROGRESS_EVERY_EVENTS,
-};
+use crate::usage::{BeginRecord, Outcome, ProgressRecord, ReportedUsage, Ticket, UsageEvent, UsageSource};
 
 use super::context::RequestCtx;
+use super::forwarded::{Finished, Forwarded};
 use super::shared::Shared;
+use super::spans::{AttemptSpan, TraceCtx};
 
 /// The upstream a request was sent to.
 pub struct Leg {
     pub pool: Arc<str>,
     pub member: Arc<str>,
     pub upstream_model: Arc<str>,
+    pub provider: ProviderKind,
+    pub host: Arc<str>,
+    pub port: u16,
     pub series: Arc<LegSeries>,
+    pub genai: Arc<GenAiSeries>,
     pub pool_series: Arc<PoolSeries>,
     pub pool_state: Arc<PoolState>,
 }
@@ -38,7 +42,11 @@ impl Leg {
             pool: leg.pool.id.clone(),
             member: leg.pool.members[member_index].id.clone(),
             upstream_model: leg.upstream_model.clone(),
+            provider: leg.pool.kind,
+            host: leg.pool.members[member_index].host.clone(),
+            port: leg.pool.members[member_index].port,
             series: leg.series[member_index].clone(),
+            genai: leg.genai[member_index].clone(),
             pool_series: leg.pool.series.clone(),
             pool_state: leg.pool.state.clone(),
         }
@@ -84,6 +92,11 @@ pub struct Trace {
     /// Content events the latest progress record counted, and when it was written.
     pub progress_relayed: u64,
     pub progress_at: Option<Instant>,
+    /// The trace the request belongs to, and (with a tracer) its upstream attempts.
+    pub trace_ctx: TraceCtx,
+    pub admitted_at: Instant,
+    pub attempt_spans: Vec<AttemptSpan>,
+    pub output_cap: Option<u64>,
 }
 
 impl Trace {
@@ -120,7 +133,16 @@ impl Trace {
             streamed_usage: None,
             progress_relayed: 0,
             progress_at: None,
+            trace_ctx: ctx.trace.clone(),
+            admitted_at: Instant::now(),
+            attempt_spans: Vec::new(),
+            output_cap: ctx.output_cap,
         }
+    }
+
+    /// The last attempt's span, still being filled in.
+    pub fn attempt_span(&mut self) -> Option<&mut AttemptSpan> {
+        self.attempt_spans.last_mut()
     }
 
     pub fn set_leg(&mut self, leg: Leg, leg_index: usize) {
@@ -168,12 +190,13 @@ impl Trace {
     }
 
     /// A stream is about to relay its next frame: journal what went to the client before it,
-    /// once `PROGRESS_EVERY_EVENTS` content events and one journal commit interval have passed
+    /// once `progress_every_events` content events and one journal commit interval have passed
     /// since the last record (whichever comes later), so that a crash under-bills a stream by
     /// at most that much. The frame being relayed is not counted: the client may not get it.
     pub fn journal_progress(&mut self, shared: &Shared, now: Instant) {
         let relayed = self.relayed_tokens;
-        if relayed < self.progress_relayed + PROGRESS_EVERY_EVENTS {
+        let every = shared.settings.progress_every_events;
+        if every == 0 || relayed < self.progress_relayed + every {
             return;
         }
         if self.progress_at.is_some_and(|at| now.saturating_duration_since(at) < shared.usage.sync_interval()) {
@@ -298,7 +321,20 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
         s.output_tokens.fetch_add(usage.completion, Ordering::Relaxed);
         leg.pool_series.queue_wait[t.priority.index()].observe_duration(t.queue_wait);
         leg.pool_series.overhead.observe_duration(t.overhead_before);
+        let op = &leg.genai.ops[operation_index(t.endpoint)];
+        op.duration[error_type(outcome, t.status)].observe_duration(duration);
+        if let Some(v) = ttft {
+            op.ttft.observe_duration(v);
+        }
+        if let Some(v) = tpot {
+            op.tpot.observe_duration(v);
+        }
+        if accepted {
+            op.input_tokens.observe(usage.prompt as f64);
+            op.output_tokens.observe(usage.completion as f64);
+        }
     }
+    t.key.tenant.series.count(t.status, usage.prompt, usage.completion, cost_micros);
 
     let observation = Observation {
         error: outcome != Outcome::Complete || t.status >= 500,
@@ -314,6 +350,13 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
     t.route_windows.record(now_unix, &observation);
     if let Some(leg) = &t.leg {
         leg.pool_state.windows.record(now_unix, &observation);
+    }
+    if let Some(tracer) = &shared.tracer {
+        let fault = (observation.error || t.error.is_some()) && !t.error.is_some_and(is_refusal);
+        if tracer.sampler().keep(t.trace_ctx.head_sampled, fault, duration) {
+            let finished = Finished { outcome, usage, source, cost_micros, ttft, now };
+            tracer.submit(Forwarded::take(&mut t, finished), now);
+        }
     }
     let (upstream_model, pool, upstream) = match t.leg {
         Some(leg) => (Some(leg.upstream_model), Some(leg.pool), Some(leg.member)),
@@ -359,4 +402,23 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
     if let (Some(log), Some(line)) = (&shared.access_log, line) {
         log.write(line);
     }
+}
+
+/// The `error.type` of `gen_ai.server.request.duration` (an index of `metrics::ERROR_TYPES`).
+fn error_type(outcome: Outcome, status: u16) -> usize {
+    match outcome {
+        Outcome::Timeout => 1,
+        Outcome::UpstreamError => 2,
+        Outcome::ClientCancelled | Outcome::Interrupted => 3,
+        Outcome::Complete if status >= 500 => 5,
+        Outcome::Complete if status >= 400 => 4,
+        Outcome::Complete => 0,
+    }
+}
+
+/// A 4xx the client caused and can cause at will (a bad body or key, a rate limit, a quota):
+/// traced under the sample ratio only. The gateway's own 5xx (a full queue included: it is the
+/// overload the operator must see) and every upstream fault are always kept.
+fn is_refusal(kind: ErrorKind) -> bool {
+    kind.origin() == Origin::Downstream
 }

@@ -4,13 +4,15 @@
 //! seen enough bytes, and that detection waits for ever: a socket that never sends a byte (or
 //! sends one and stops) would hold its connection permit for good, with no key needed. This
 //! wrapper drops the connection (closing the socket) if no request reached the service within
-//! the deadline; after the first request, hyper's own timeouts take over.
+//! the deadline; after the first request, hyper's own timeouts take over. On a TLS port the
+//! handshake comes first and spends from the same deadline.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+#[cfg(test)]
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
@@ -47,8 +49,14 @@ pin_project! {
 }
 
 impl<F> FirstRequestDeadline<F> {
+    #[cfg(test)]
     pub fn new(connection: F, started: Started, within: Duration) -> Self {
-        Self { connection, started, deadline: Some(Box::pin(tokio::time::sleep(within))) }
+        Self::until(connection, started, tokio::time::Instant::now() + within)
+    }
+
+    /// The deadline as an instant: a TLS handshake before the connection spent from it already.
+    pub fn until(connection: F, started: Started, deadline: tokio::time::Instant) -> Self {
+        Self { connection, started, deadline: Some(Box::pin(tokio::time::sleep_until(deadline))) }
     }
 }
 

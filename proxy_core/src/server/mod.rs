@@ -1,5 +1,6 @@
 //! The data plane's accept loop: connection caps (in all and per client address), TCP_NODELAY, HTTP/1.1 and h2 on one port, a deadline from accept to the
-//! first request, the header-read timeout, lingering close, and graceful drain on stop.
+//! first request (a TLS handshake included), the header-read timeout, lingering close, and graceful
+//! drain on stop.
 
 mod client_caps;
 mod first_request;
@@ -26,6 +27,62 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use first_request::{FirstRequestDeadline, NoRequestInTime, Started};
+
+use crate::tls::Tls;
+
+/// What an open connection holds until it ends: its place in the caps, counted as open.
+struct Held {
+    counters: Arc<ConnCounters>,
+    _place: client_caps::ClientPlace,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.counters.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One accepted connection, before its bytes are read.
+struct Conn {
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    watcher: hyper_util::server::graceful::Watcher,
+    /// From accept to the whole head of the first request (a TLS handshake included).
+    deadline: tokio::time::Instant,
+    held: Held,
+}
+
+impl Conn {
+    async fn serve<IO, H, Fut, B>(self, io: IO, handler: H)
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+        H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Result<Response<B>, Infallible>> + Send + 'static,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let started = Started::default();
+        let service = {
+            let started = started.clone();
+            service_fn(move |req| {
+                started.mark();
+                handler(req)
+            })
+        };
+        let connection = self.builder.serve_connection(TokioIo::new(io), service).into_owned();
+        // Pinned here, not moved into the await: the connection (and its socket) is dropped
+        // only after its outcome is counted, so a client that sees the close sees the count.
+        let watched =
+            std::pin::pin!(FirstRequestDeadline::until(self.watcher.watch(connection), started, self.deadline));
+        match watched.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "connection ended with an error"),
+            Err(NoRequestInTime) => {
+                self.held.counters.first_request_timeouts.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct ConnSettings {
@@ -90,11 +147,14 @@ fn builder(settings: &ConnSettings) -> auto::Builder<TokioExecutor> {
 }
 
 /// Serve until `stop` carries a grace period; then stop accepting, let open requests finish
-/// within the grace, and return (connections still open are dropped with the runtime).
+/// within the grace, and return (connections still open are dropped with the runtime). With
+/// `tls`, every connection is a TLS one: the handshake runs in the connection's own task (never
+/// in the accept loop) and spends from the same deadline as the first request.
 pub async fn serve<H, Fut, B>(
     listener: TcpListener,
     settings: ConnSettings,
     counters: Arc<ConnCounters>,
+    tls: Option<Arc<Tls>>,
     handler: H,
     mut stop: StopSignal,
 ) where
@@ -103,7 +163,7 @@ pub async fn serve<H, Fut, B>(
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let builder = builder(&settings);
+    let builder = Arc::new(builder(&settings));
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(settings.max_connections));
     let client_caps = ClientCaps::new(settings.max_connections_per_client);
@@ -128,6 +188,7 @@ pub async fn serve<H, Fut, B>(
                 continue;
             }
         };
+        let accepted_at = std::time::Instant::now();
         counters.accepted.fetch_add(1, Ordering::Relaxed);
         let Some(place) = client_caps.admit(peer.ip()) else {
             // Closed at once, before a byte is read: the client holds its share already.
@@ -136,31 +197,29 @@ pub async fn serve<H, Fut, B>(
         };
         let _ = stream.set_nodelay(true);
         counters.open.fetch_add(1, Ordering::Relaxed);
-        let started = Started::default();
-        let service = {
-            let started = started.clone();
-            let handler = handler.clone();
-            service_fn(move |req| {
-                started.mark();
-                handler(req)
-            })
+        let conn = Conn {
+            builder: builder.clone(),
+            watcher: graceful.watcher(),
+            deadline: tokio::time::Instant::now() + settings.header_read_timeout,
+            held: Held { counters: counters.clone(), _place: place, _permit: permit },
         };
-        let io = TokioIo::new(LingeringStream::new(stream));
-        let connection = builder.serve_connection(io, service).into_owned();
-        let watched = FirstRequestDeadline::new(graceful.watch(connection), started, settings.header_read_timeout);
-        let counters = counters.clone();
-        tokio::spawn(async move {
-            match watched.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::debug!(error = %e, "connection ended with an error"),
-                Err(NoRequestInTime) => {
-                    counters.first_request_timeouts.fetch_add(1, Ordering::Relaxed);
-                }
+        let handler = handler.clone();
+        let stream = LingeringStream::new(stream);
+        match &tls {
+            None => {
+                tokio::spawn(conn.serve(stream, handler));
             }
-            counters.open.fetch_sub(1, Ordering::Relaxed);
-            drop(place);
-            drop(permit);
-        });
+            Some(tls) => {
+                let tls = tls.clone();
+                tokio::spawn(async move {
+                    let handshake =
+                        crate::tls::accept(&tls.acceptor, &tls.handshakes, stream, accepted_at, conn.deadline);
+                    if let Some(stream) = handshake.await {
+                        conn.serve(stream, handler).await;
+                    }
+                });
+            }
+        }
     }
     drop(listener);
     let grace = (*stop.borrow()).unwrap_or(Duration::ZERO);

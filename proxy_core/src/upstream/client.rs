@@ -74,26 +74,27 @@ impl tower_service::Service<Name> for GuardedResolver {
     fn call(&mut self, name: Name) -> Self::Future {
         let reach = self.reach.clone();
         let resolving = self.inner.call(name);
-        Box::pin(async move {
-            let addrs: Vec<SocketAddr> = resolving.await?.collect();
-            let mut refused = None;
-            let allowed: Vec<SocketAddr> = addrs
-                .iter()
-                .copied()
-                .filter(|a| match reach.refusal(a.ip()) {
-                    Some(why) => {
-                        refused = Some(why);
-                        false
-                    }
-                    None => true,
-                })
-                .collect();
-            if let (true, Some(why)) = (allowed.is_empty(), refused) {
-                return Err(not_allowed(why));
-            }
-            Ok(allowed.into_iter())
-        })
+        Box::pin(async move { reachable(&reach, resolving.await?).map(Vec::into_iter) })
     }
+}
+
+/// The resolved addresses the member may reach; an error naming why when the name resolved
+/// only to refused ones (a name may resolve to the metadata address, internal member or not).
+fn reachable(reach: &Reach, addrs: impl Iterator<Item = SocketAddr>) -> std::io::Result<Vec<SocketAddr>> {
+    let mut refused = None;
+    let allowed: Vec<SocketAddr> = addrs
+        .filter(|a| match reach.refusal(a.ip()) {
+            Some(why) => {
+                refused = Some(why);
+                false
+            }
+            None => true,
+        })
+        .collect();
+    if let (true, Some(why)) = (allowed.is_empty(), refused) {
+        return Err(not_allowed(why));
+    }
+    Ok(allowed)
 }
 
 /// Connects (checking literal addresses, which skip the resolver) and times the connect.
@@ -223,5 +224,38 @@ impl UpstreamClient {
 
     pub fn request(&self, req: http::Request<UpstreamBody>) -> hyper_util::client::legacy::ResponseFuture {
         self.client.request(req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addrs(list: &[&str]) -> Vec<SocketAddr> {
+        list.iter().map(|a| a.parse().expect("a socket address")).collect()
+    }
+
+    #[test]
+    fn a_name_resolving_to_the_metadata_address_is_refused_even_for_internal_members() {
+        let guard = AddressGuard::new();
+        for internal in [false, true] {
+            let reach = Reach { guard: guard.clone(), port: 80, internal };
+            let only_metadata = addrs(&["169.254.169.254:80", "[::ffff:169.254.169.254]:80", "100.100.100.200:80"]);
+            let error = reachable(&reach, only_metadata.into_iter()).expect_err("metadata is never reached");
+            assert_eq!(error.kind(), std::io::ErrorKind::PermissionDenied);
+            assert!(error.to_string().contains("metadata"), "{error}");
+            // Beside an address it may reach, only that one is kept.
+            let mixed = addrs(&["169.254.169.254:80", "10.0.0.5:80"]);
+            assert_eq!(reachable(&reach, mixed.into_iter()).expect("one allowed"), addrs(&["10.0.0.5:80"]));
+        }
+    }
+
+    #[test]
+    fn a_name_resolving_to_the_gateways_own_listener_is_refused() {
+        let guard = AddressGuard::new();
+        guard.add_listeners(&addrs(&["0.0.0.0:8080"]));
+        let reach = Reach { guard, port: 8080, internal: true };
+        let error = reachable(&reach, addrs(&["127.0.0.1:8080", "[::1]:8080"]).into_iter()).expect_err("own listener");
+        assert!(error.to_string().contains("own listener"), "{error}");
     }
 }

@@ -7,18 +7,26 @@
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
+use crate::header_names::{ANTHROPIC_VERSION, RETRY_AFTER_MS, X_SHOULD_RETRY};
+
 /// Client headers every upstream gets: what describes the body and the API version the client
-/// speaks, the client's name for the upstream's logs, and trace context.
-const FROM_CLIENT: &[&str] =
-    &["content-type", "accept", "user-agent", "anthropic-version", "traceparent", "tracestate"];
+/// speaks, and the client's name for the upstream's logs. Trace context (`traceparent`,
+/// `tracestate`) is the gateway's to write: validated and continued (`proxy/spans.rs`).
+const FROM_CLIENT: [HeaderName; 4] = [header::CONTENT_TYPE, header::ACCEPT, header::USER_AGENT, ANTHROPIC_VERSION];
 /// The official SDKs' own telemetry (`x-stainless-retry-count`, `-lang`, `-timeout`, ...): it
 /// describes the client and can neither pick an account nor switch a feature on.
 const SDK_PREFIX: &str = "x-stainless-";
 
 /// Upstream response headers the client gets (the gateway adds its own ids and limits): the
 /// body's description, and when to come back when the upstream's answer is relayed as it was.
-const TO_CLIENT: &[&str] =
-    &["content-type", "content-length", "cache-control", "retry-after", "retry-after-ms", "x-should-retry"];
+const TO_CLIENT: [HeaderName; 6] = [
+    header::CONTENT_TYPE,
+    header::CONTENT_LENGTH,
+    header::CACHE_CONTROL,
+    header::RETRY_AFTER,
+    RETRY_AFTER_MS,
+    X_SHOULD_RETRY,
+];
 
 /// Prefix of the gateway's own headers.
 pub const INTERNAL_PREFIX: &str = "x-sluicegate-";
@@ -45,6 +53,8 @@ pub fn reserved_name(name: &HeaderName) -> bool {
         "x-request-id",
         "request-id",
         "accept-encoding",
+        "traceparent",
+        "tracestate",
     ];
     RESERVED.contains(&name.as_str()) || name.as_str().starts_with(INTERNAL_PREFIX)
 }
@@ -57,9 +67,9 @@ pub fn upstream_request_headers(
     provider_headers: &[(HeaderName, HeaderValue)],
 ) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(FROM_CLIENT.len() + provider_headers.len() + 4);
-    for name in FROM_CLIENT {
-        for value in client.get_all(*name) {
-            out.append(HeaderName::from_static(name), value.clone());
+    for name in &FROM_CLIENT {
+        for value in client.get_all(name) {
+            out.append(name.clone(), value.clone());
         }
     }
     for (name, value) in client {
@@ -84,9 +94,9 @@ pub fn upstream_request_headers(
 /// Keep only the upstream response headers a client may see.
 pub fn client_response_headers(upstream: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(TO_CLIENT.len() + 4);
-    for name in TO_CLIENT {
-        if let Some(value) = upstream.get(*name) {
-            out.insert(HeaderName::from_static(name), value.clone());
+    for name in &TO_CLIENT {
+        if let Some(value) = upstream.get(name) {
+            out.insert(name.clone(), value.clone());
         }
     }
     out
@@ -127,7 +137,8 @@ mod tests {
             assert!(!out.contains_key(gone), "{gone} leaked upstream");
         }
         assert!(out.contains_key("anthropic-version"));
-        assert!(out.contains_key("traceparent"));
+        // Trace context is written by the gateway itself, never copied from the client.
+        assert!(!out.contains_key("traceparent"));
         h.insert("x-stainless-retry-count", HeaderValue::from_static("1"));
         assert!(upstream_request_headers(&h, &[], &[]).contains_key("x-stainless-retry-count"));
         assert_eq!(out["content-type"], "application/json");

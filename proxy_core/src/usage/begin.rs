@@ -9,9 +9,10 @@ use serde::{Deserialize, Serialize};
 use super::event::{Outcome, UsageEvent, UsageSource};
 use crate::config::Price;
 
-/// Content events a stream relays between two progress records, at least (and at least one
-/// journal commit interval between them): a request found interrupted is billed at most that
-/// many events (or one interval's worth, if more) short of what its client received.
+/// Content events a stream relays between two progress records by default (`usage.
+/// progress_every_events`), at least (and at least one journal commit interval between them): a
+/// request found interrupted is billed at most that many events (or one interval's worth, if
+/// more) short of what its client received.
 pub const PROGRESS_EVERY_EVENTS: u64 = 16;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -80,17 +81,19 @@ fn leak(s: &str) -> &'static str {
 /// the gateway: its prompt (as the upstream reported it, else the estimate) and the content
 /// events its latest progress record says were relayed, never more (an upstream's count seen
 /// mid-stream may be partial, Anthropic's `message_start`, or ahead of what the client got). It
-/// is `upstream` when the upstream's own completion count agrees with what was relayed.
+/// is `upstream` when the upstream's own completion count agrees with what was relayed,
+/// `progress` when the completion comes from a progress record alone, and `estimated` when no
+/// progress record was written (the prompt estimate, nothing relayed that the journal knows of).
 fn interrupted_usage(begin: &BeginRecord, progress: Option<&ProgressRecord>) -> (u64, u64, u64, UsageSource) {
     let Some(p) = progress else {
         return (begin.prompt_estimate, 0, 0, UsageSource::Estimated);
     };
     match p.usage {
         Some(u) => {
-            let source = if u.completion == p.relayed { UsageSource::Upstream } else { UsageSource::Estimated };
+            let source = if u.completion == p.relayed { UsageSource::Upstream } else { UsageSource::Progress };
             (u.prompt, p.relayed, u.cached, source)
         }
-        None => (p.reported_prompt.unwrap_or(begin.prompt_estimate), p.relayed, 0, UsageSource::Estimated),
+        None => (p.reported_prompt.unwrap_or(begin.prompt_estimate), p.relayed, 0, UsageSource::Progress),
     }
 }
 
@@ -195,7 +198,7 @@ mod tests {
         let e = billed(interrupted_event(&begin(true), Some(&progress(16, None)), 9).unwrap());
         assert_eq!((e["prompt_tokens"].as_u64(), e["completion_tokens"].as_u64()), (Some(10), Some(16)));
         assert_eq!(e["cost_micros"].as_u64(), Some(20 + 48));
-        assert_eq!(e["usage_source"].as_str(), Some("estimated"));
+        assert_eq!(e["usage_source"].as_str(), Some("progress"));
         // A begin record of an older release has no rates: its prompt cost stands.
         let mut old: serde_json::Value = serde_json::from_slice(&begin(true)).unwrap();
         old.as_object_mut().unwrap().retain(|k, _| !k.ends_with("per_mtok"));
@@ -215,7 +218,7 @@ mod tests {
         for (relayed, completion) in [(20, 30), (20, 1)] {
             let usage = ReportedUsage { prompt: 12, completion, cached: 0 };
             let e = billed(interrupted_event(&begin(false), Some(&progress(relayed, Some(usage))), 9).unwrap());
-            assert_eq!((e["completion_tokens"].as_u64(), e["usage_source"].as_str()), (Some(20), Some("estimated")));
+            assert_eq!((e["completion_tokens"].as_u64(), e["usage_source"].as_str()), (Some(20), Some("progress")));
             assert_eq!(e["prompt_tokens"].as_u64(), Some(12));
         }
         // A damaged progress record bills as if there were none.

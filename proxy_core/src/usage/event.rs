@@ -27,6 +27,10 @@ pub enum UsageSource {
     Upstream,
     /// Counted or estimated by the gateway because the upstream reported none.
     Estimated,
+    /// An interrupted request's completion, counted from the content events its stream's latest
+    /// progress record says reached the client (short of what it received by at most the bound
+    /// in ARCHITECTURE.md, "Billing of abnormal ends").
+    Progress,
 }
 
 #[derive(Debug, Clone, Serialize)]

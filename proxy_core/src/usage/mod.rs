@@ -17,4 +17,5 @@ mod lock_free_lint;
 pub use begin::{BeginRecord, ProgressRecord, ReportedUsage, PROGRESS_EVERY_EVENTS};
 pub use event::{Outcome, UsageEvent, UsageSource};
 pub use journal::Ticket;
+pub use ring::{PushError, Ring};
 pub use sink::{Charge, UsageSink, CHARGE_LOG};

@@ -40,6 +40,17 @@ pub const CHARGE_LOG: usize = 1 << 16;
 
 type Entry = (u64, Bytes);
 
+/// Room reserved up front for a record's JSON, so that encoding it does not grow its buffer
+/// step by step (a usage event is about 700 bytes, a begin or progress record about 400).
+const EVENT_BYTES: usize = 1024;
+const BEGIN_BYTES: usize = 512;
+
+fn encode(value: &impl serde::Serialize, capacity: usize) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut out, value)?;
+    Ok(out)
+}
+
 /// What one recorded event charged, for the quotas of its key and tenant: the spend the core
 /// knows of before the control plane's ledger has it.
 #[derive(Debug)]
@@ -49,6 +60,8 @@ pub struct Charge {
     pub tenant_id: Arc<str>,
     /// Unix seconds at arrival: the quota period the ledger counts the request in.
     pub started_at: f64,
+    /// Unix seconds when the request ended (its event was recorded then).
+    pub ended_at: f64,
     pub tokens: u64,
     pub cost_micros: u64,
 }
@@ -178,7 +191,7 @@ impl UsageSink {
     /// Journal a request's begin record (the journal-less sink keeps nothing).
     pub fn begin(&self, record: impl FnOnce(u64) -> BeginRecord) -> Option<Ticket> {
         let journal = self.journal.as_ref()?;
-        let bytes = serde_json::to_vec(&record(self.next_seq.load(Ordering::Relaxed))).ok()?;
+        let bytes = encode(&record(self.next_seq.load(Ordering::Relaxed)), BEGIN_BYTES).ok()?;
         match journal.begin(&bytes) {
             Ok(ticket) => Some(ticket),
             Err(e) => {
@@ -194,7 +207,7 @@ impl UsageSink {
         let Some(journal) = &self.journal else {
             return;
         };
-        let Ok(bytes) = serde_json::to_vec(record) else {
+        let Ok(bytes) = encode(record, BEGIN_BYTES) else {
             return;
         };
         if let Err(e) = journal.progress(ticket, &bytes) {
@@ -217,10 +230,11 @@ impl UsageSink {
             key_id: event.key_id.clone(),
             tenant_id: event.tenant_id.clone(),
             started_at: event.started_at,
+            ended_at: event.started_at + event.duration_ms / 1000.0,
             tokens: event.prompt_tokens + event.completion_tokens,
             cost_micros: event.cost_micros,
         })));
-        let bytes = match serde_json::to_vec(&event) {
+        let bytes = match encode(&event, EVENT_BYTES) {
             Ok(b) => Bytes::from(b),
             Err(e) => {
                 // Cannot happen with these field types; kept (the drainer stores what it cannot
@@ -316,6 +330,23 @@ impl UsageSink {
     /// Every event up to this sequence number is stored by the control plane.
     pub fn acked(&self) -> u64 {
         self.acked.load(Ordering::Acquire)
+    }
+
+    /// How long the oldest event the control plane has not acknowledged has waited, in seconds
+    /// (0 when none waits). Read from the charges kept for quota adoption; with more than
+    /// `CHARGE_LOG` waiting, the oldest one still remembered gives a lower bound.
+    pub fn oldest_pending_age(&self, now_unix: f64) -> f64 {
+        if self.pending() == 0 {
+            return 0.0;
+        }
+        let next = self.next_seq.load(Ordering::Acquire);
+        let oldest = (self.acked() + 1).max(self.first_live).max(next.saturating_sub(CHARGE_LOG as u64));
+        (oldest..next.min(oldest + 64))
+            .find_map(|seq| {
+                let slot = self.charges[seq as usize % CHARGE_LOG].load();
+                slot.as_ref().filter(|c| c.seq == seq).map(|c| (now_unix - c.ended_at).max(0.0))
+            })
+            .unwrap_or(0.0)
     }
 
     /// Visit the charges of the recorded events numbered above `seq` (those the ledger may not

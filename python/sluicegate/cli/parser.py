@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sluicegate import __version__
 from sluicegate.cli import (
     completion,
     drill_watch,
@@ -21,6 +20,7 @@ from sluicegate.cli import (
 )
 from sluicegate.cli.native import NATIVE_COMMANDS
 from sluicegate.cli.options import connection_options
+from sluicegate.cli.version import version_text
 
 ADMIN_GROUPS = (tenants, keys, providers, pools, routes, drills, usage)
 
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A multi-tenant LLM API gateway: one key and one base URL in front of many "
         "model servers, with bounded queues, retries, fallback and honest latency figures.",
     )
-    parser.add_argument("--version", action="version", version=f"sluicegate {__version__}")
+    parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in NATIVE_COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)

@@ -10,14 +10,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from sluicegate import percentile
+
 GROWTH = 1.01
 _LOG_GROWTH = math.log(GROWTH)
-
-
-def _rank(count: int, q: float) -> int:
-    """The 1-based nearest rank of percentile q (0..100) among `count` values: the rule of
-    `control.usage.stats.rank`, which the client may not import (no control plane here)."""
-    return min(max(1, math.ceil(q / 100 * count - 1e-9)), count)
 
 
 class Histogram:
@@ -53,7 +49,7 @@ class Histogram:
     def percentile(self, q: float) -> float | None:
         if self.count == 0:
             return None
-        rank = _rank(self.count, q)
+        rank = percentile.rank(self.count, q / 100)
         if rank <= self._zeros:
             return 0.0
         seen = self._zeros
@@ -98,7 +94,7 @@ class CountHistogram:
     def percentile(self, q: float) -> int | None:
         if self.count == 0:
             return None
-        rank = _rank(self.count, q)
+        rank = percentile.rank(self.count, q / 100)
         seen = 0
         for value in sorted(self._values):
             seen += self._values[value]

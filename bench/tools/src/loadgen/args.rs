@@ -120,6 +120,10 @@ pub struct BenchArgs {
     /// uniformly; overrides --prompt-tokens and --output-tokens.
     #[arg(long, value_name = "FILE")]
     pub lengths_file: Option<PathBuf>,
+    /// Trust the CA certificate(s) in this PEM file for an `https://` URL (default: the web's
+    /// public roots).
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
     /// Per-request timeout (whole request, stream included).
     #[arg(long, value_parser = parse_duration, default_value = "60s")]
     pub timeout: Duration,

@@ -17,9 +17,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls::pki_types::pem::PemObject;
 use tokio::sync::Notify;
 
 use args::Arrival;
@@ -27,7 +29,7 @@ use sample::{read_stream, read_whole, Sample};
 use sse::Grammar;
 use workload::Workload;
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 struct Shared {
     client: HttpClient,
@@ -42,15 +44,45 @@ struct Shared {
     idle: Notify,
 }
 
-fn client() -> HttpClient {
+/// The trust for `https://` URLs: the CA certificates in `ca_file` (PEM), else the web's roots.
+fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, String> {
+    let roots = match ca_file {
+        Some(path) => {
+            let mut roots = rustls::RootCertStore::empty();
+            let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+                let cert = cert.map_err(|e| format!("{}: {e}", path.display()))?;
+                roots.add(cert).map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+            if roots.is_empty() {
+                return Err(format!("{}: no PEM certificate", path.display()));
+            }
+            roots
+        }
+        None => rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+    };
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
+        .map_err(|e| e.to_string())
+}
+
+/// HTTP/1.1 over plain TCP or TLS (the comparisons stay on one protocol version).
+fn client(ca_file: Option<&std::path::Path>) -> Result<HttpClient, String> {
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
     http.set_connect_timeout(Some(Duration::from_secs(10)));
-    Client::builder(TokioExecutor::new())
+    http.enforce_http(false);
+    let https = HttpsConnectorBuilder::new()
+        .with_tls_config(tls_config(ca_file)?)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(Duration::from_secs(30))
         .pool_max_idle_per_host(usize::MAX)
-        .build(http)
+        .build(https))
 }
 
 async fn one(shared: &Shared, rng: &mut fastrand::Rng) {
@@ -217,9 +249,10 @@ pub fn run(args: BenchArgs, cancel: Arc<AtomicBool>) -> Result<Report, String> {
     let runtime = crate::server::runtime(args.workers, "sluicegate-bench")
         .map_err(|e| format!("could not start the runtime: {e}"))?;
     let grammar = if args.api == Api::Messages { Grammar::Anthropic } else { Grammar::OpenAi };
+    let http_client = client(args.ca_file.as_deref())?;
     let report = runtime.block_on(async {
         let shared = Arc::new(Shared {
-            client: client(),
+            client: http_client,
             workload,
             grammar,
             timeout: args.timeout,

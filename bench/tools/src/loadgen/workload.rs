@@ -82,8 +82,8 @@ impl Workload {
         };
         let base = args.url.trim_end_matches('/');
         let uri: http::Uri = format!("{base}{path}").parse().map_err(|e| format!("--url {:?}: {e}", args.url))?;
-        if uri.scheme_str() != Some("http") {
-            return Err("--url must be http:// (the load generator speaks plaintext HTTP/1.1)".into());
+        if !matches!(uri.scheme_str(), Some("http" | "https")) {
+            return Err("--url must be http:// or https:// (HTTP/1.1, over TLS for https)".into());
         }
         let mut extra = HeaderMap::new();
         for h in &args.headers {

@@ -1,7 +1,9 @@
 """The one percentile function: nearest rank, what PostgreSQL's `percentile_disc` computes, so
-that both databases give the same figures. SQLite, which has no percentile aggregate, picks the
-values at these ranks in SQL (`repository.percentiles_ranked`); values already in memory (the
-demo, tests) go through `nearest_rank`."""
+that both databases, the client's histograms and the tests give the same figures. SQLite, which
+has no percentile aggregate, picks the values at these ranks in SQL
+(`control.usage.repository.percentiles_ranked`); values already in memory (tests) go through
+`nearest_rank`. It lives in the package the client and the control plane both ship in, and
+imports nothing of either."""
 
 from __future__ import annotations
 
