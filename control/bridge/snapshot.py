@@ -168,23 +168,29 @@ def _key_entries(
 
 
 def _prices(session: Session, now: datetime) -> list[dict[str, Any]]:
-    """The version in force of each model's price."""
-    rows = session.execute(
-        select(Price.model, Price.id, Price.input_micros_per_mtok, Price.output_micros_per_mtok)
+    """The version in force of each model's price (a part's rate only where the price sets it:
+    the core falls back to the input or output rate)."""
+    rows = session.scalars(
+        select(Price)
         .where(Price.effective_from <= now)
         .order_by(Price.model, Price.effective_from.desc())
     )
     prices: dict[str, dict[str, Any]] = {}
-    for model, version, input_per_mtok, output_per_mtok in rows:
-        prices.setdefault(
-            model,
-            {
-                "model": model,
-                "version": version,
-                "input_per_mtok": input_per_mtok,
-                "output_per_mtok": output_per_mtok,
-            },
-        )
+    for price in rows:
+        if price.model in prices:
+            continue
+        entry = {
+            "model": price.model,
+            "version": price.id,
+            "input_per_mtok": price.input_micros_per_mtok,
+            "output_per_mtok": price.output_micros_per_mtok,
+        }
+        parts = {
+            "cached_input_per_mtok": price.cached_input_micros_per_mtok,
+            "cache_write_per_mtok": price.cache_write_micros_per_mtok,
+            "reasoning_per_mtok": price.reasoning_micros_per_mtok,
+        }
+        prices[price.model] = entry | {k: v for k, v in parts.items() if v is not None}
     return list(prices.values())
 
 

@@ -21,6 +21,10 @@ class Price(Base):
     # Integer micro-units of the currency per million tokens.
     input_micros_per_mtok: Mapped[int] = mapped_column(BigInteger)
     output_micros_per_mtok: Mapped[int] = mapped_column(BigInteger)
+    # The parts providers invoice apart; null: the input rate (cache) or output rate (reasoning).
+    cached_input_micros_per_mtok: Mapped[int | None] = mapped_column(BigInteger)
+    cache_write_micros_per_mtok: Mapped[int | None] = mapped_column(BigInteger)
+    reasoning_micros_per_mtok: Mapped[int | None] = mapped_column(BigInteger)
     effective_from: Mapped[datetime]
     created_at: Mapped[datetime]
     created_by: Mapped[str] = mapped_column(String(40))

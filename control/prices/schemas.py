@@ -19,6 +19,21 @@ class PriceCreate(Strict):
     model: ModelName = Field(description="The model alias clients use")
     input_micros_per_mtok: Micros
     output_micros_per_mtok: Micros
+    cached_input_micros_per_mtok: Micros | None = Field(
+        default=None,
+        description="Prompt tokens read from the provider's cache (OpenAI cached_tokens, "
+        "Anthropic cache_read_input_tokens); absent: the input rate",
+    )
+    cache_write_micros_per_mtok: Micros | None = Field(
+        default=None,
+        description="Prompt tokens written to the provider's cache (Anthropic "
+        "cache_creation_input_tokens); absent: the input rate",
+    )
+    reasoning_micros_per_mtok: Micros | None = Field(
+        default=None,
+        description="Completion tokens spent on reasoning (reasoning_tokens); absent: the output "
+        "rate",
+    )
     currency: Currency = Field(default="USD", description="ISO 4217; one currency per model")
     effective_from: Timestamp | None = Field(
         default=None, description="When the price takes effect (now if absent; never in the past)"
@@ -33,6 +48,9 @@ class PriceOut(BaseModel):
     currency: str
     input_micros_per_mtok: int
     output_micros_per_mtok: int
+    cached_input_micros_per_mtok: int | None
+    cache_write_micros_per_mtok: int | None
+    reasoning_micros_per_mtok: int | None
     effective_from: datetime
     created_at: datetime
     created_by: str

@@ -29,6 +29,8 @@ FIELDS: tuple[str, ...] = (
     "prompt_tokens",
     "completion_tokens",
     "cached_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
     "usage_source",
     "cost_micros",
     "price_version",
@@ -41,14 +43,29 @@ FIELDS: tuple[str, ...] = (
     "attempts",
     "fallback",
     "client_retry_count",
+    "tags",
+    "end_user",
 )
+# Fields the events of an earlier release lack (a journal written before an upgrade replays
+# into the new ledger), with the value they stand for there.
+ADDED_LATER: dict[str, Any] = {
+    "cache_write_tokens": 0,
+    "reasoning_tokens": 0,
+    "tags": None,
+    "end_user": None,
+}
 # The core writes every field (null when it has no value); one missing is a malformed event.
-REQUIRED = frozenset(FIELDS)
+REQUIRED = frozenset(FIELDS) - ADDED_LATER.keys()
 
 OUTCOMES = ("complete", "client_cancelled", "upstream_error", "timeout", "interrupted")
 # Requests counted as errors in the rollups: an error status, or an end the client did not
 # choose. A client that hangs up (`client_cancelled`) is not an error of the gateway's.
 ERROR_OUTCOMES = frozenset({"upstream_error", "timeout", "interrupted"})
+
+
+def complete(event: dict[str, Any]) -> dict[str, Any]:
+    """The event with the fields of `ADDED_LATER` it lacks filled in."""
+    return {**ADDED_LATER, **event}
 
 
 def missing_fields(event: Any) -> list[str] | None:

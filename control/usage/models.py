@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Boolean,
     CheckConstraint,
@@ -59,6 +60,8 @@ class UsageRecord(Base):
     prompt_tokens: Mapped[int] = mapped_column(BigInteger)
     completion_tokens: Mapped[int] = mapped_column(BigInteger)
     cached_tokens: Mapped[int] = mapped_column(BigInteger)
+    cache_write_tokens: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    reasoning_tokens: Mapped[int] = mapped_column(BigInteger, server_default="0")
     usage_source: Mapped[str] = mapped_column(String(16))
     # Computed by the core at the price in force (integer micro-units), with that price's id.
     cost_micros: Mapped[int] = mapped_column(BigInteger, server_default="0")
@@ -72,6 +75,10 @@ class UsageRecord(Base):
     attempts: Mapped[int] = mapped_column(Integer)
     fallback: Mapped[bool] = mapped_column(Boolean)
     client_retry_count: Mapped[int | None] = mapped_column(Integer)
+    # Cost attribution: `x-sluicegate-tags` as an object (bounded by the core: 10 tags, names of
+    # 32 and values of 64 characters) and the end user the request named (256 characters).
+    tags: Mapped[dict[str, str] | None] = mapped_column(JSON(none_as_null=True))
+    end_user: Mapped[str | None] = mapped_column(String(256))
     recorded_at: Mapped[datetime]
 
 

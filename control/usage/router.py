@@ -1,4 +1,5 @@
-"""Usage over the admin API: `/v1/admin/usage` (raw rows, newest first) and a key's views under
+"""Usage over the admin API: `/v1/admin/usage` (raw rows, newest first), `/v1/admin/usage/groups`
+(totals per tag value, end user, model or key) and a key's views under
 `/v1/admin/keys/{key_id}/usage/...`: time series, totals per model, latency percentiles, CSV.
 A tenant token sees its own tenant's usage only."""
 
@@ -19,6 +20,7 @@ from control.usage.schemas import (
     KeyLatency,
     Outcome,
     UsageByModel,
+    UsageGroups,
     UsageOut,
     UsageSeries,
 )
@@ -30,6 +32,11 @@ From = Annotated[
 ]
 To = Annotated[Timestamp | None, Query(description="End of the range (exclusive); default now")]
 KEY_VIEWS = "/v1/admin/keys/{key_id}/usage"
+TagFilter = Annotated[
+    str | None,
+    Query(description="Only rows with this tag, NAME=VALUE as in x-sluicegate-tags"),
+]
+EndUserFilter = Annotated[str | None, Query(description="Only rows naming this end user")]
 
 
 class CsvResponse(StreamingResponse):
@@ -56,11 +63,37 @@ def list_usage(
     outcome: Outcome | None = None,
     since: Timestamp | None = None,
     until: Timestamp | None = None,
+    tag: TagFilter = None,
+    end_user: EndUserFilter = None,
     limit: PageLimit = 50,
     cursor: str | None = None,
 ) -> Page[UsageOut]:
-    filters = UsageFilters(tenant_id, key_id, model, outcome, since, until)
+    filters = UsageFilters(
+        tenant_id, key_id, model, outcome, since, until, service.parse_tag(tag), end_user
+    )
     return service.list_page(session, caller, filters, limit, cursor)
+
+
+@router.get(
+    "/v1/admin/usage/groups",
+    summary="Usage totals per tag value, end user, model or key over a range of raw rows "
+    "(default: 24h), the costliest first",
+)
+def usage_groups(
+    caller: CallerDep,
+    session: SessionDep,
+    by: Annotated[str, Query(description="tag:NAME, end_user, model or key_id")],
+    tenant_id: str | None = None,
+    key_id: str | None = None,
+    model: str | None = None,
+    tag: TagFilter = None,
+    end_user: EndUserFilter = None,
+    start: From = None,
+    to: To = None,
+    limit: Annotated[int, Query(ge=1, le=service.MAX_GROUPS)] = 100,
+) -> UsageGroups:
+    filters = UsageFilters(tenant_id, key_id, model, tag=service.parse_tag(tag), end_user=end_user)
+    return service.groups(session, caller, by, filters, start, to, limit)
 
 
 @router.get(
@@ -116,10 +149,13 @@ def key_export(
     ctx: ContextDep,
     start: From = None,
     to: To = None,
+    tag: TagFilter = None,
+    end_user: EndUserFilter = None,
 ) -> CsvResponse:
     ident, begin, end = service.export_range(session, caller, key_id, start, to)
+    filters = UsageFilters(key_id=ident, tag=service.parse_tag(tag), end_user=end_user)
     name = f"usage-{ident}-{begin:%Y%m%dT%H%M%SZ}-{end:%Y%m%dT%H%M%SZ}.csv"
     return CsvResponse(
-        service.export_csv(ctx.sessions, ident, begin, end),
+        service.export_csv(ctx.sessions, filters, begin, end),
         headers={"Content-Disposition": f'attachment; filename="{name}"'},
     )

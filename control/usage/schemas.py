@@ -34,7 +34,11 @@ class UsageOut(BaseModel):
     error_code: str | None
     prompt_tokens: int
     completion_tokens: int
-    cached_tokens: int
+    cached_tokens: int = Field(description="Of the prompt: read from the provider's cache")
+    cache_write_tokens: int = Field(
+        description="Of the prompt: written to the provider's cache (Anthropic's cache creation)"
+    )
+    reasoning_tokens: int = Field(description="Of the completion: spent on reasoning")
     usage_source: str = Field(
         description="upstream: counts the upstream reported; estimated: counted by the gateway; "
         "progress: an interrupted stream's completion, from its latest progress record"
@@ -50,6 +54,10 @@ class UsageOut(BaseModel):
     attempts: int
     fallback: bool
     client_retry_count: int | None
+    tags: dict[str, str] | None = Field(description="The request's x-sluicegate-tags")
+    end_user: str | None = Field(
+        description="The end user the request named (OpenAI user, Anthropic metadata.user_id)"
+    )
     recorded_at: datetime
 
 
@@ -102,3 +110,17 @@ class KeyLatency(BaseModel):
     end: datetime
     ttft_ms: Percentiles = Field(description="Time to first token (streams)")
     tpot_ms: Percentiles = Field(description="Time per output token after the first")
+
+
+class GroupTotals(Totals):
+    value: str | None = Field(description="The group's tag value, end user, model or key id")
+
+
+class UsageGroups(BaseModel):
+    """Totals of the raw rows of a range (kept `usage.raw_retention_days`), costliest first."""
+
+    by: str
+    start: datetime
+    end: datetime
+    groups: list[GroupTotals]
+    truncated: bool = Field(description="More groups than `limit` exist")

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import re
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -25,11 +28,13 @@ from control.usage.rollups import COUNTERS, MINUTE, ceil_to, floor_to
 from control.usage.schemas import (
     Bucket,
     Granularity,
+    GroupTotals,
     KeyLatency,
     ModelTotals,
     Percentiles,
     Totals,
     UsageByModel,
+    UsageGroups,
     UsageOut,
     UsageSeries,
 )
@@ -63,21 +68,68 @@ def list_page(
         key = session.get(ApiKey, filters.key_id)
         if key is None or key.tenant_id != caller.tenant_id:
             raise NotFound("key not found")
-    scoped = UsageFilters(
-        tenant_id=tenant_id,
-        key_id=filters.key_id,
-        model=filters.model,
-        outcome=filters.outcome,
-        since=filters.since,
-        until=filters.until,
-    )
-    rows = repository.page(session, scoped, _position(cursor), limit)
+    rows = repository.page(session, replace(filters, tenant_id=tenant_id), _position(cursor), limit)
     items = list(rows[:limit])
     next_cursor = None
     if len(rows) > limit and items:
         last = items[-1]
         next_cursor = encode_cursor(f"{last.started_at.isoformat()}|{last.id}")
     return Page(items=[UsageOut.model_validate(r) for r in items], next_cursor=next_cursor)
+
+
+# --- attribution: tags and end users -------------------------------------------------------------
+
+# A tag as the core accepts it in `x-sluicegate-tags` (`proxy_core/src/proxy/attribution.rs`).
+_TAG = re.compile(r"([a-z0-9_.-]{1,32})=([A-Za-z0-9_.:/@+-]{1,64})")
+GROUP_BY = ("end_user", "model", "key_id")
+MAX_GROUPS = 1000
+
+
+def parse_tag(text: str | None) -> tuple[str, str] | None:
+    """A `tag` filter, `NAME=VALUE`."""
+    if text is None:
+        return None
+    match = _TAG.fullmatch(text)
+    if match is None:
+        raise Validation.field(
+            "tag", "must be NAME=VALUE as in x-sluicegate-tags (e.g. team=search)"
+        )
+    return match[1], match[2]
+
+
+def _group_by(by: str) -> str:
+    name = by.removeprefix("tag:")
+    if by in GROUP_BY or (by.startswith("tag:") and re.fullmatch(r"[a-z0-9_.-]{1,32}", name)):
+        return by
+    raise Validation.field("by", f"must be tag:NAME or one of {', '.join(GROUP_BY)}")
+
+
+def groups(
+    session: Session,
+    caller: Caller,
+    by: str,
+    filters: UsageFilters,
+    start: datetime | None,
+    end: datetime | None,
+    limit: int,
+) -> UsageGroups:
+    """Totals of the raw rows of a range per value of `by`; tenant tokens: their own tenant."""
+    by = _group_by(by)
+    if filters.key_id is not None:
+        keys.visible(session, caller, filters.key_id)
+    stop = end or utcnow()
+    begin = start or stop - DEFAULT_RANGE
+    if begin >= stop:
+        raise Validation.field("from", "must be before `to`")
+    scoped = replace(filters, tenant_id=caller.scope(filters.tenant_id), since=begin, until=stop)
+    rows = repository.groups(session, scoped, by, limit)
+    return UsageGroups(
+        by=by,
+        start=begin,
+        end=stop,
+        groups=[GroupTotals(value=value, **_totals(values)) for value, values in rows[:limit]],
+        truncated=len(rows) > limit,
+    )
 
 
 # --- a key's views -----------------------------------------------------------------------------
@@ -202,24 +254,30 @@ def export_range(
     return key.id, begin, stop
 
 
+def _csv_value(row: object, column: str) -> object:
+    value = getattr(row, column)
+    if column == "started_at":
+        return value.isoformat()
+    if column == "tags" and value is not None:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return value
+
+
 def export_csv(
-    sessions: sessionmaker[Session], key_id: str, start: datetime, end: datetime
+    sessions: sessionmaker[Session], filters: UsageFilters, start: datetime, end: datetime
 ) -> Iterator[str]:
-    """The raw rows of the range in start order, a page at a time (one short read each)."""
+    """The raw rows of the range (of the filters' key, tag and end user) in start order, a page
+    at a time (one short read each)."""
+    ranged = replace(filters, since=start, until=end)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     after: Position | None = None
     while True:
         with sessions() as session:
-            rows = repository.export_page(session, key_id, start, end, after, EXPORT_PAGE)
+            rows = repository.export_page(session, ranged, after, EXPORT_PAGE)
         for r in rows:
-            writer.writerow(
-                [
-                    r.started_at.isoformat() if c == "started_at" else getattr(r, c)
-                    for c in CSV_COLUMNS
-                ]
-            )
+            writer.writerow([_csv_value(r, c) for c in CSV_COLUMNS])
         yield out.getvalue()
         out.seek(0)
         out.truncate()

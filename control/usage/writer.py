@@ -27,11 +27,20 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from control.timeutil import utcnow
-from control.usage.events import ERROR_OUTCOMES, FIELDS
+from control.usage.events import ADDED_LATER, ERROR_OUTCOMES, FIELDS, complete
 from control.usage.rollups import COUNTERS
 
 _STARTED_AT = FIELDS.index("started_at")
-_row = itemgetter(*FIELDS)
+_fields = itemgetter(*FIELDS)
+
+
+def _row(event: dict[str, Any]) -> tuple[Any, ...]:
+    try:
+        return _fields(event)  # type: ignore[no-any-return]
+    except KeyError:
+        # An event of an earlier release; one truly missing a field raises again.
+        return _fields(complete(event))  # type: ignore[no-any-return]
+
 
 _PG_TYPES = {
     "seq": "bigint",
@@ -40,6 +49,8 @@ _PG_TYPES = {
     "prompt_tokens": "bigint",
     "completion_tokens": "bigint",
     "cached_tokens": "bigint",
+    "cache_write_tokens": "bigint",
+    "reasoning_tokens": "bigint",
     "cost_micros": "bigint",
     "price_version": "bigint",
     "queue_wait_ms": "double precision",
@@ -51,6 +62,8 @@ _PG_TYPES = {
     "attempts": "integer",
     "fallback": "boolean",
     "client_retry_count": "integer",
+    # The core sends the tags object as its JSON text; `_selected` casts it.
+    "tags": "text",
 }
 
 _ROLLUP_COLUMNS = ("granularity", "bucket", "tenant_id", "key_id", "model", *COUNTERS)
@@ -121,9 +134,19 @@ def _write_sqlite(conn: Connection, events: Sequence[dict[str, Any]]) -> int:
 # --- PostgreSQL --------------------------------------------------------------------------------
 
 _RECORD = ", ".join(f"{name} {_PG_TYPES.get(name, 'text')}" for name in FIELDS)
-_SELECTED = ", ".join(
-    "to_timestamp(e.started_at)" if name == "started_at" else f"e.{name}" for name in FIELDS
-)
+
+
+def _selected(name: str) -> str:
+    if name == "started_at":
+        return "to_timestamp(e.started_at)"
+    if name == "tags":  # the core sends the object as its JSON text
+        return "CAST(e.tags AS json)"
+    if ADDED_LATER.get(name) is not None:
+        return f"coalesce(e.{name}, {ADDED_LATER[name]!r})"
+    return f"e.{name}"
+
+
+_SELECTED = ", ".join(_selected(name) for name in FIELDS)
 POSTGRESQL_WRITE = (
     f"WITH e AS (SELECT * FROM json_to_recordset(%s::json) AS e({_RECORD})), "
     f"ins AS (INSERT INTO usage_records ({', '.join(FIELDS)}, recorded_at) "

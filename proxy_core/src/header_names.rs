@@ -14,6 +14,7 @@ pub const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms")
 pub const X_SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
 pub const X_STAINLESS_RETRY_COUNT: HeaderName = HeaderName::from_static("x-stainless-retry-count");
 pub const X_SLUICEGATE_PRIORITY: HeaderName = HeaderName::from_static("x-sluicegate-priority");
+pub const X_SLUICEGATE_TAGS: HeaderName = HeaderName::from_static("x-sluicegate-tags");
 pub const X_SLUICEGATE_TIMEOUT_MS: HeaderName = HeaderName::from_static("x-sluicegate-timeout-ms");
 pub const X_SLUICEGATE_UPSTREAM: HeaderName = HeaderName::from_static("x-sluicegate-upstream");
 pub const X_SLUICEGATE_FALLBACK: HeaderName = HeaderName::from_static("x-sluicegate-fallback");

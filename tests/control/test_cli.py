@@ -451,6 +451,23 @@ def test_drill_lines_difference_the_counters() -> None:
                 {"tenant_id": "acme", "outcome": "timeout", "since": "T1"},
             ),
         ),
+        (
+            ["usage", "list", "--tag", "team=search", "--end-user", "u1"],
+            ("GET", "/v1/admin/usage", None, {"tag": "team=search", "end_user": "u1"}),
+        ),
+        (
+            ["usage", "groups", "--by", "tag:team", "--tenant-id", "acme", "--from", "T1"],
+            (
+                "GET",
+                "/v1/admin/usage/groups",
+                None,
+                {"by": "tag:team", "tenant_id": "acme", "from": "T1"},
+            ),
+        ),
+        (
+            ["usage", "export", "k1", "--tag", "team=search"],
+            ("GET", "/v1/admin/keys/k1/usage/export", None, {"tag": "team=search"}),
+        ),
     ],
 )
 def test_quota_and_usage_commands_become_requests(argv: list[str], expected: Any) -> None:
@@ -462,6 +479,7 @@ def test_quota_and_usage_commands_become_requests(argv: list[str], expected: Any
     [
         ["usage", "series", "k1", "--granularity", "second"],
         ["usage", "list", "--outcome", "fine"],
+        ["usage", "groups"],  # --by is required
         ["keys", "create", "--tenant", "acme", "--quota-period", "weekly"],
         ["keys", "create", "--tenant", "acme", "--no-quota"],  # nothing to clear at creation
         ["tenants", "update", "acme", "--quota-tokens", "many"],
@@ -630,6 +648,10 @@ def test_usage_views_with_the_cli(
     assert list(out_dir.iterdir()) == [target]  # no partial file left behind
     code, out, _ = cli("usage", "export", key, *WINDOW)
     assert code == 0 and out == target.read_text()
+    groups = cli.json("usage", "groups", "--by", "model", *WINDOW)
+    assert {g["value"]: g["requests"] for g in groups["groups"]} == {"chat": 4, "other": 1}
+    code, out, _ = cli("usage", "groups", "--by", "model", *WINDOW)
+    assert code == 0 and out.splitlines()[1].split()[:2] == ["VALUE", "REQUESTS"]
 
 
 def test_usage_errors_with_the_cli(

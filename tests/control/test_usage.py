@@ -60,6 +60,21 @@ def test_events_are_written_once_per_request_id(harness: Harness) -> None:
     assert core.acks == [2, 5]
 
 
+def test_events_of_an_earlier_release_are_stored_with_the_parts_they_lack(
+    harness: Harness,
+) -> None:
+    # A journal written before the upgrade replays events without the newer token parts.
+    old = event("old", seq=1)
+    for name in ("cache_write_tokens", "reasoning_tokens"):
+        del old[name]
+    new = event("new", seq=2, cache_write_tokens=3, reasoning_tokens=5)
+    core = FakeCore([old, new])
+    assert core.drainer(harness).drain()
+    parts = {r.request_id: (r.cache_write_tokens, r.reasoning_tokens) for r in _rows(harness)}
+    assert parts == {"old": (0, 0), "new": (3, 5)}
+    assert core.acks == [2]
+
+
 def test_rollups_count_only_the_rows_inserted(harness: Harness) -> None:
     minute, hour, day = 1772600760, 1772600400, 1772582400
     core = FakeCore(

@@ -34,6 +34,8 @@ def event(
         "prompt_tokens": 12,
         "completion_tokens": 34,
         "cached_tokens": 0,
+        "cache_write_tokens": 0,
+        "reasoning_tokens": 0,
         "usage_source": "upstream",
         "cost_micros": 7,
         "price_version": 3,
@@ -46,6 +48,8 @@ def event(
         "attempts": 1,
         "fallback": False,
         "client_retry_count": None,
+        "tags": None,
+        "end_user": None,
     }
     return base | extra
 

@@ -72,7 +72,14 @@ class ConfigBuilder:
 
 # The simulator's per-request controls: client headers the gateway passes only to members
 # whose provider names them (its allow-list keeps every other client header back).
-SIM_HEADERS = ["x-sim-fault", "x-sim-output-tokens", "x-sim-ttft-ms", "x-sim-itl-ms", "x-sim-echo"]
+SIM_HEADERS = [
+    "x-sim-fault",
+    "x-sim-output-tokens",
+    "x-sim-ttft-ms",
+    "x-sim-itl-ms",
+    "x-sim-echo",
+    "x-sim-usage",
+]
 
 
 def member(member_id: str, address: str, kind: str = "openai", **extra: Any) -> dict[str, Any]:

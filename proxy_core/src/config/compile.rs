@@ -73,7 +73,13 @@ pub fn compile(version: u64, payload: &ConfigPayload, lease: &mut Lease<'_>) -> 
     let mut prices: HashMap<&str, Price> = HashMap::new();
     for (i, p) in payload.prices.iter().enumerate() {
         check_id(&format!("prices[{i}].model"), &p.model)?;
-        let price = Price { version: p.version, input_per_mtok: p.input_per_mtok, output_per_mtok: p.output_per_mtok };
+        let flat = Price::flat(p.version, p.input_per_mtok, p.output_per_mtok);
+        let price = Price {
+            cached_input_per_mtok: p.cached_input_per_mtok.unwrap_or(flat.cached_input_per_mtok),
+            cache_write_per_mtok: p.cache_write_per_mtok.unwrap_or(flat.cache_write_per_mtok),
+            reasoning_per_mtok: p.reasoning_per_mtok.unwrap_or(flat.reasoning_per_mtok),
+            ..flat
+        };
         if prices.insert(p.model.as_str(), price).is_some() {
             return Err(err(format!("prices[{i}].model"), format!("two prices for {:?}", p.model)));
         }

@@ -67,7 +67,7 @@ mod properties {
                         "credential": "secret", "headers": {"openai-organization": "org-1"}, "forward_headers": ["anthropic-beta"]}],
                        "retry": {"max_attempts": 2}, "health_check": {"interval_ms": 1000}}],
             "routes": [{"alias": "chat", "chain": [{"pool": "p1", "model": "m"}], "max_output_tokens": 100}],
-            "prices": [{"model": "chat", "version": 1, "input_per_mtok": 1, "output_per_mtok": 2}]
+            "prices": [{"model": "chat", "version": 1, "input_per_mtok": 1, "output_per_mtok": 2, "reasoning_per_mtok": 5}]
         })
     }
 

@@ -47,6 +47,14 @@ pub struct PriceConfig {
     pub version: i64,
     pub input_per_mtok: u64,
     pub output_per_mtok: u64,
+    /// Rates of the parts providers invoice apart; absent: the input rate (cache reads and
+    /// writes) or the output rate (reasoning).
+    #[serde(default)]
+    pub cached_input_per_mtok: Option<u64>,
+    #[serde(default)]
+    pub cache_write_per_mtok: Option<u64>,
+    #[serde(default)]
+    pub reasoning_per_mtok: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]

@@ -16,6 +16,7 @@ use crate::endpoint::Endpoint;
 use crate::limits::{LimitState, QuotaState};
 use crate::metrics::{GenAiSeries, LegSeries, PoolSeries, TenantSeries};
 use crate::routing::{MemberState, PoolState, RetryPolicy};
+use crate::sse::TokenUsage;
 use crate::stats::Windows;
 use crate::upstream::UpstreamClient;
 
@@ -141,19 +142,83 @@ pub struct Route {
     pub windows: Arc<Windows>,
 }
 
-/// A model's price in force: micro-units per million tokens.
+/// A model's price in force: micro-units per million tokens, with a rate for each part of a
+/// count that providers invoice apart (the input or output rate where the price sets none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Price {
     pub version: i64,
     pub input_per_mtok: u64,
     pub output_per_mtok: u64,
+    /// Prompt tokens read from the provider's cache.
+    pub cached_input_per_mtok: u64,
+    /// Prompt tokens written to the provider's cache (Anthropic's cache creation).
+    pub cache_write_per_mtok: u64,
+    /// Completion tokens spent on reasoning.
+    pub reasoning_per_mtok: u64,
 }
 
 impl Price {
-    /// Cost in micro-units, rounded up to a whole micro-unit.
-    pub fn cost(&self, prompt_tokens: u64, completion_tokens: u64) -> u64 {
-        let total = u128::from(prompt_tokens) * u128::from(self.input_per_mtok)
-            + u128::from(completion_tokens) * u128::from(self.output_per_mtok);
-        u64::try_from(total.div_ceil(1_000_000)).unwrap_or(u64::MAX)
+    /// A price with one input and one output rate for every part.
+    pub fn flat(version: i64, input_per_mtok: u64, output_per_mtok: u64) -> Self {
+        Self {
+            version,
+            input_per_mtok,
+            output_per_mtok,
+            cached_input_per_mtok: input_per_mtok,
+            cache_write_per_mtok: input_per_mtok,
+            reasoning_per_mtok: output_per_mtok,
+        }
+    }
+
+    /// Cost in micro-units of what an upstream counted, each part at its own rate, rounded up to
+    /// a whole micro-unit.
+    pub fn cost(&self, usage: &TokenUsage) -> u64 {
+        let fresh = usage.prompt.saturating_sub(usage.cached).saturating_sub(usage.cache_write);
+        let answer = usage.completion.saturating_sub(usage.reasoning);
+        let total = u128::from(fresh) * u128::from(self.input_per_mtok)
+            + u128::from(usage.cached) * u128::from(self.cached_input_per_mtok)
+            + u128::from(usage.cache_write) * u128::from(self.cache_write_per_mtok)
+            + u128::from(answer) * u128::from(self.output_per_mtok)
+            + u128::from(usage.reasoning) * u128::from(self.reasoning_per_mtok);
+        micros(total)
+    }
+
+    /// The most `prompt` and `completion` tokens can cost however the upstream splits them into
+    /// parts: what a reservation holds, so that no split outruns a quota.
+    pub fn bound(&self, prompt: u64, completion: u64) -> u64 {
+        let prompt_rate = self.input_per_mtok.max(self.cached_input_per_mtok).max(self.cache_write_per_mtok);
+        let completion_rate = self.output_per_mtok.max(self.reasoning_per_mtok);
+        micros(u128::from(prompt) * u128::from(prompt_rate) + u128::from(completion) * u128::from(completion_rate))
+    }
+}
+
+fn micros(per_mtok_total: u128) -> u64 {
+    u64::try_from(per_mtok_total.div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod price_tests {
+    use super::*;
+
+    #[test]
+    fn each_part_at_its_rate_and_a_reservation_covers_any_split() {
+        let price = Price {
+            cached_input_per_mtok: 500_000,
+            cache_write_per_mtok: 2_500_000,
+            reasoning_per_mtok: 7_000_000,
+            ..Price::flat(1, 2_000_000, 3_000_000)
+        };
+        let usage = TokenUsage { prompt: 20, completion: 10, cached: 6, cache_write: 4, reasoning: 3 };
+        assert_eq!(price.cost(&usage), 10 * 2 + 3 + 10 + 7 * 3 + 3 * 7);
+        // The most 20 prompt and 10 completion tokens can cost: all written to the cache, all
+        // reasoning; never less than what any split of them is billed.
+        assert_eq!(price.bound(20, 10), 50 + 70);
+        assert!(price.bound(20, 10) >= price.cost(&usage));
+        // A flat price bills the parts as the whole.
+        let flat = Price::flat(1, 2_000_000, 3_000_000);
+        assert_eq!(flat.cost(&usage), 20 * 2 + 10 * 3);
+        assert_eq!(flat.bound(20, 10), flat.cost(&usage));
+        // Half a micro-unit is billed whole.
+        assert_eq!(price.cost(&TokenUsage { prompt: 1, cached: 1, ..TokenUsage::default() }), 1);
     }
 }

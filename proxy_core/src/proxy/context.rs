@@ -41,6 +41,8 @@ pub struct RequestCtx {
     pub body_bytes: BodyBytes,
     /// The trace it belongs to (the client's `traceparent`, continued).
     pub trace: TraceCtx,
+    /// `x-sluicegate-tags` (read before the headers are kept: the name never goes upstream).
+    pub tags: Option<Arc<str>>,
 }
 
 impl RequestCtx {

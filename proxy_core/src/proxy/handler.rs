@@ -10,6 +10,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
+use super::attribution;
 use super::auth::authenticate;
 use super::body::{read_body, BodyLimits};
 use super::context::{kept_headers, RequestCtx};
@@ -213,7 +214,7 @@ fn estimate(endpoint: Endpoint, peeked: &Peeked, route: &Route, cap: Option<u64>
     };
     Estimate {
         tokens: prompt.saturating_add(output),
-        cost_micros: route.price.map_or(0, |p| p.cost(prompt, output)),
+        cost_micros: route.price.map_or(0, |p| p.bound(prompt, output)),
         now: now as i64,
     }
 }
@@ -271,6 +272,7 @@ async fn process(
 
     let (parts, body) = req.into_parts();
     let deadline = client_deadline(&parts.headers, arrived)?;
+    let tags = attribution::tags(&parts.headers)?;
     // The key's concurrency slot and RPM before its body is read: a key at its limits cannot
     // make the gateway buffer bodies.
     let mut held = match shared.fleet.get() {
@@ -343,6 +345,7 @@ async fn process(
         output_cap,
         body_bytes,
         trace,
+        tags,
     };
     admit_and_forward(ctx).await
 }

@@ -1,5 +1,6 @@
 //! The request path: from an accepted HTTP request to a relayed upstream response.
 
+mod attribution;
 mod auth;
 mod body;
 mod context;

@@ -7,12 +7,14 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::attribution;
 use crate::endpoint::Endpoint;
 use crate::error::GatewayError;
 use crate::tokens::{measure_json, TextMeasure};
@@ -72,6 +74,8 @@ pub struct Peeked {
     /// Choices generated per request: `n`, or `best_of` when larger (all of them are billed).
     pub n: u64,
     pub prompt: TextMeasure,
+    /// The end user the request names (OpenAI `user`, Anthropic `metadata.user_id`).
+    pub end_user: Option<Arc<str>>,
     close_brace: usize,
 }
 
@@ -112,6 +116,7 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
         cap_fields: Vec::new(),
         n: 1,
         prompt: TextMeasure::default(),
+        end_user: None,
         close_brace: body
             .iter()
             .rposition(|b| *b == b'}')
@@ -161,6 +166,21 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
                     Some(0) => return Err(field_error(key, format!("'{key}' must be a positive integer"))),
                     Some(v) => peeked.n = peeked.n.max(v),
                     None => {}
+                }
+            }
+            "user" if endpoint != Endpoint::Messages => {
+                let user: Option<Cow<'_, str>> = parse_field("user", raw, "a string")?;
+                peeked.end_user = user.map(|u| attribution::end_user("user", &u)).transpose()?;
+            }
+            "metadata" if endpoint == Endpoint::Messages => {
+                #[derive(Deserialize)]
+                struct Metadata<'a> {
+                    #[serde(borrow)]
+                    user_id: Option<Cow<'a, str>>,
+                }
+                let metadata: Option<Metadata<'_>> = parse_field("metadata", raw, "an object")?;
+                if let Some(id) = metadata.and_then(|m| m.user_id) {
+                    peeked.end_user = Some(attribution::end_user("metadata.user_id", &id)?);
                 }
             }
             k if SCHEMA_FIELDS.contains(&k) => {
@@ -317,6 +337,24 @@ mod tests {
         }
         assert!(peek(Endpoint::ChatCompletions, Bytes::from_static(b"{\"model\":\"a\\ud800\"}")).is_err());
         assert!(peek(Endpoint::Embeddings, Bytes::from_static(b"{\"model\":\"a\",\"stream\":true}")).is_err());
+    }
+
+    #[test]
+    fn the_end_user_is_read_in_each_vocabulary_and_bounded() {
+        let user = |endpoint, body: &str| peek(endpoint, Bytes::from(body.to_string())).map(|p| p.end_user);
+        let openai = user(Endpoint::ChatCompletions, r#"{"model":"a","user":"u-1"}"#).unwrap();
+        assert_eq!(openai.as_deref(), Some("u-1"));
+        let anthropic = user(Endpoint::Messages, r#"{"model":"a","metadata":{"user_id":"u-\u00e9"}}"#).unwrap();
+        assert_eq!(anthropic.as_deref(), Some("u-é"));
+        // Each API's own field only: OpenAI's `metadata` is something else.
+        assert_eq!(user(Endpoint::ChatCompletions, r#"{"model":"a","metadata":{"user_id":"x"}}"#).unwrap(), None);
+        assert_eq!(user(Endpoint::Messages, r#"{"model":"a","user":"x"}"#).unwrap(), None);
+        let long = format!(r#"{{"model":"a","user":"{}"}}"#, "u".repeat(attribution::MAX_END_USER + 1));
+        let refused = user(Endpoint::ChatCompletions, &long).unwrap_err();
+        assert_eq!(refused.param.as_deref(), Some("user"));
+        let refused = user(Endpoint::Messages, r#"{"model":"a","metadata":{"user_id":7}}"#).unwrap_err();
+        assert_eq!(refused.param.as_deref(), Some("metadata"));
+        assert!(user(Endpoint::ChatCompletions, r#"{"model":"a","user":["x"]}"#).is_err());
     }
 
     #[test]

@@ -64,6 +64,9 @@ pub struct Trace {
     pub arrived_unix: f64,
     pub prompt_estimate: u64,
     pub client_retry_count: Option<u32>,
+    /// `x-sluicegate-tags` as a JSON object's text, and the end user the body named.
+    pub tags: Option<Arc<str>>,
+    pub end_user: Option<Arc<str>>,
     pub leg: Option<Leg>,
     pub attempts: u32,
     pub fallback: bool,
@@ -113,6 +116,8 @@ impl Trace {
             arrived_unix: ctx.arrived_unix,
             prompt_estimate: ctx.peeked.prompt.tokens(),
             client_retry_count: ctx.client_retry_count(),
+            tags: ctx.tags.clone(),
+            end_user: ctx.peeked.end_user.clone(),
             leg: None,
             attempts: 0,
             fallback: false,
@@ -182,10 +187,17 @@ impl Trace {
             prompt_estimate: self.prompt_estimate,
             started_at: self.arrived_unix,
             price_version: self.price.map(|p| p.version),
-            prompt_cost_micros: self.price.map_or(0, |p| p.cost(self.prompt_estimate, 0)),
+            prompt_cost_micros: self
+                .price
+                .map_or(0, |p| p.cost(&TokenUsage { prompt: self.prompt_estimate, ..TokenUsage::default() })),
             input_per_mtok: self.price.map(|p| p.input_per_mtok),
             output_per_mtok: self.price.map(|p| p.output_per_mtok),
+            cached_input_per_mtok: self.price.map(|p| p.cached_input_per_mtok),
+            cache_write_per_mtok: self.price.map(|p| p.cache_write_per_mtok),
+            reasoning_per_mtok: self.price.map(|p| p.reasoning_per_mtok),
             client_retry_count: self.client_retry_count,
+            tags: self.tags.clone(),
+            end_user: self.end_user.clone(),
         });
     }
 
@@ -209,11 +221,7 @@ impl Trace {
             request_id: self.request_id.clone(),
             relayed,
             reported_prompt: self.reported_prompt,
-            usage: self.streamed_usage.map(|u| ReportedUsage {
-                prompt: u.prompt,
-                completion: u.completion,
-                cached: u.cached,
-            }),
+            usage: self.streamed_usage.map(ReportedUsage::from),
         };
         shared.usage.progress(ticket, &record);
         self.progress_relayed = relayed;
@@ -286,7 +294,7 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
             TokenUsage {
                 prompt: t.reported_prompt.unwrap_or(t.prompt_estimate),
                 completion: t.relayed_tokens,
-                cached: 0,
+                ..TokenUsage::default()
             },
             UsageSource::Estimated,
         ),
@@ -299,7 +307,7 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
         _ => None,
     };
 
-    let cost_micros = t.price.map_or(0, |p| p.cost(usage.prompt, usage.completion));
+    let cost_micros = t.price.map_or(0, |p| p.cost(&usage));
     t.held.settle(usage.prompt + usage.completion, cost_micros);
     if let Some(leg) = &t.leg {
         let s = &leg.series;
@@ -384,6 +392,8 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
             prompt_tokens: usage.prompt,
             completion_tokens: usage.completion,
             cached_tokens: usage.cached,
+            cache_write_tokens: usage.cache_write,
+            reasoning_tokens: usage.reasoning,
             usage_source: source,
             cost_micros,
             price_version: t.price.map(|p| p.version),
@@ -396,6 +406,8 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
             attempts: t.attempts,
             fallback: t.fallback,
             client_retry_count: t.client_retry_count,
+            tags: t.tags,
+            end_user: t.end_user,
         },
         ticket,
     );

@@ -241,7 +241,7 @@ mod tests {
         let fed = tap.feed(Bytes::from(rest));
         assert_eq!(String::from_utf8(fed.out.unwrap().to_vec()).unwrap(), format!("{}data: [DONE]\n\n", chunk("b")));
         assert_eq!(tap.stats.content_events, 2);
-        assert_eq!(tap.stats.usage, Some(TokenUsage { prompt: 5, completion: 2, cached: 0 }));
+        assert_eq!(tap.stats.usage, Some(TokenUsage { prompt: 5, completion: 2, cached: 0, ..Default::default() }));
         assert!(tap.stats.terminated);
         assert_eq!((tap.stats.events_in, tap.stats.events_out), (4, 3));
     }
@@ -280,7 +280,7 @@ mod tests {
         );
         let fed = tap.feed(Bytes::from(stream));
         assert_eq!(fed.out.unwrap(), stream);
-        assert_eq!(tap.stats.usage, Some(TokenUsage { prompt: 9, completion: 4, cached: 0 }));
+        assert_eq!(tap.stats.usage, Some(TokenUsage { prompt: 9, completion: 4, cached: 0, ..Default::default() }));
         assert_eq!(tap.stats.content_events, 1);
         assert!(tap.stats.terminated);
     }

@@ -501,9 +501,9 @@ mod tests {
     fn usage_is_read_wherever_it_sits_and_in_both_vocabularies() {
         let openai = br#"{"id":"x","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":10,
             "completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}}}"#;
-        assert_eq!(meter(&[openai]).0, Some(TokenUsage { prompt: 10, completion: 3, cached: 4 }));
+        assert_eq!(meter(&[openai]).0, Some(TokenUsage { prompt: 10, completion: 3, cached: 4, ..Default::default() }));
         let first = br#"{"usage":{"input_tokens":7,"output_tokens":2,"cache_read_input_tokens":5},"content":[]}"#;
-        assert_eq!(meter(&[first]).0, Some(TokenUsage { prompt: 12, completion: 2, cached: 5 }));
+        assert_eq!(meter(&[first]).0, Some(TokenUsage { prompt: 12, completion: 2, cached: 5, ..Default::default() }));
         // A `usage` key deeper down, or inside a string, is not the answer's usage.
         let nested = br#"{"choices":[{"message":{"content":"\"usage\":{\"completion_tokens\":1}","usage":{"completion_tokens":1}}}]}"#;
         assert_eq!(meter(&[nested]).0, None);
@@ -517,7 +517,10 @@ mod tests {
             json!({"choices":[{"message":{"content": text}}],"usage":{"prompt_tokens":5,"completion_tokens":4000000}});
         let bytes = serde_json::to_vec(&body).unwrap();
         let chunks: Vec<&[u8]> = bytes.chunks(16 * 1024).collect();
-        assert_eq!(meter(&chunks).0, Some(TokenUsage { prompt: 5, completion: 4_000_000, cached: 0 }));
+        assert_eq!(
+            meter(&chunks).0,
+            Some(TokenUsage { prompt: 5, completion: 4_000_000, cached: 0, ..Default::default() })
+        );
         let without: Vec<u8> =
             serde_json::to_vec(&json!({"choices":[{"message":{"content": "y".repeat(8_000_000)}}]})).unwrap();
         assert_eq!(meter(&without.chunks(65536).collect::<Vec<_>>()).1, 2_000_000);

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::event::{Outcome, UsageEvent, UsageSource};
 use crate::config::Price;
+use crate::sse::TokenUsage;
 
 /// Content events a stream relays between two progress records by default (`usage.
 /// progress_every_events`), at least (and at least one journal commit interval between them): a
@@ -41,15 +42,57 @@ pub struct BeginRecord {
     pub input_per_mtok: Option<u64>,
     #[serde(default)]
     pub output_per_mtok: Option<u64>,
+    /// The rates of the parts (absent from older records: the input or output rate).
+    #[serde(default)]
+    pub cached_input_per_mtok: Option<u64>,
+    #[serde(default)]
+    pub cache_write_per_mtok: Option<u64>,
+    #[serde(default)]
+    pub reasoning_per_mtok: Option<u64>,
     pub client_retry_count: Option<u32>,
+    /// Cost attribution (absent from older records: none).
+    #[serde(default)]
+    pub tags: Option<Arc<str>>,
+    #[serde(default)]
+    pub end_user: Option<Arc<str>>,
 }
 
-/// Usage counts as an upstream reported them.
+impl BeginRecord {
+    /// The rates of the price in force when the request began; `None` when it had no price
+    /// or the record is of a release that did not write them.
+    fn price(&self) -> Option<Price> {
+        let flat = Price::flat(self.price_version?, self.input_per_mtok?, self.output_per_mtok?);
+        Some(Price {
+            cached_input_per_mtok: self.cached_input_per_mtok.unwrap_or(flat.cached_input_per_mtok),
+            cache_write_per_mtok: self.cache_write_per_mtok.unwrap_or(flat.cache_write_per_mtok),
+            reasoning_per_mtok: self.reasoning_per_mtok.unwrap_or(flat.reasoning_per_mtok),
+            ..flat
+        })
+    }
+}
+
+/// Usage counts as an upstream reported them (the parts absent from older records: none).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ReportedUsage {
     pub prompt: u64,
     pub completion: u64,
     pub cached: u64,
+    #[serde(default)]
+    pub cache_write: u64,
+    #[serde(default)]
+    pub reasoning: u64,
+}
+
+impl From<TokenUsage> for ReportedUsage {
+    fn from(u: TokenUsage) -> Self {
+        Self {
+            prompt: u.prompt,
+            completion: u.completion,
+            cached: u.cached,
+            cache_write: u.cache_write,
+            reasoning: u.reasoning,
+        }
+    }
 }
 
 /// What a stream had relayed when this was written.
@@ -77,23 +120,48 @@ fn leak(s: &str) -> &'static str {
     }
 }
 
-/// Prompt, completion, cached tokens and where they come from, for a request that ended with
+/// The counts and where they come from, for a request that ended with
 /// the gateway: its prompt (as the upstream reported it, else the estimate) and the content
 /// events its latest progress record says were relayed, never more (an upstream's count seen
 /// mid-stream may be partial, Anthropic's `message_start`, or ahead of what the client got). It
 /// is `upstream` when the upstream's own completion count agrees with what was relayed,
 /// `progress` when the completion comes from a progress record alone, and `estimated` when no
 /// progress record was written (the prompt estimate, nothing relayed that the journal knows of).
-fn interrupted_usage(begin: &BeginRecord, progress: Option<&ProgressRecord>) -> (u64, u64, u64, UsageSource) {
+/// The prompt's cached parts are the upstream's; completion tokens counted from what was relayed
+/// are content, never reasoning.
+fn interrupted_usage(begin: &BeginRecord, progress: Option<&ProgressRecord>) -> (TokenUsage, UsageSource) {
     let Some(p) = progress else {
-        return (begin.prompt_estimate, 0, 0, UsageSource::Estimated);
+        return (TokenUsage { prompt: begin.prompt_estimate, ..TokenUsage::default() }, UsageSource::Estimated);
     };
     match p.usage {
-        Some(u) => {
-            let source = if u.completion == p.relayed { UsageSource::Upstream } else { UsageSource::Progress };
-            (u.prompt, p.relayed, u.cached, source)
-        }
-        None => (p.reported_prompt.unwrap_or(begin.prompt_estimate), p.relayed, 0, UsageSource::Progress),
+        Some(u) if u.completion == p.relayed => (
+            TokenUsage {
+                prompt: u.prompt,
+                completion: u.completion,
+                cached: u.cached,
+                cache_write: u.cache_write,
+                reasoning: u.reasoning,
+            },
+            UsageSource::Upstream,
+        ),
+        Some(u) => (
+            TokenUsage {
+                prompt: u.prompt,
+                completion: p.relayed,
+                cached: u.cached,
+                cache_write: u.cache_write,
+                reasoning: 0,
+            },
+            UsageSource::Progress,
+        ),
+        None => (
+            TokenUsage {
+                prompt: p.reported_prompt.unwrap_or(begin.prompt_estimate),
+                completion: p.relayed,
+                ..TokenUsage::default()
+            },
+            UsageSource::Progress,
+        ),
     }
 }
 
@@ -102,13 +170,8 @@ pub fn interrupted_event(begin: &[u8], progress: Option<&[u8]>, seq: u64) -> Opt
     let b: BeginRecord = serde_json::from_slice(begin).ok()?;
     // A damaged or foreign progress record bills as if there were none.
     let progress: Option<ProgressRecord> = progress.and_then(|p| serde_json::from_slice(p).ok());
-    let (prompt, completion, cached, source) = interrupted_usage(&b, progress.as_ref());
-    let cost_micros = match (b.price_version, b.input_per_mtok, b.output_per_mtok) {
-        (Some(version), Some(input_per_mtok), Some(output_per_mtok)) => {
-            Price { version, input_per_mtok, output_per_mtok }.cost(prompt, completion)
-        }
-        _ => b.prompt_cost_micros,
-    };
+    let (usage, source) = interrupted_usage(&b, progress.as_ref());
+    let cost_micros = b.price().map_or(b.prompt_cost_micros, |price| price.cost(&usage));
     let event = UsageEvent {
         seq,
         request_id: b.request_id,
@@ -125,9 +188,11 @@ pub fn interrupted_event(begin: &[u8], progress: Option<&[u8]>, seq: u64) -> Opt
         status: 499,
         outcome: Outcome::Interrupted,
         error_code: Some("gateway_restarted"),
-        prompt_tokens: prompt,
-        completion_tokens: completion,
-        cached_tokens: cached,
+        prompt_tokens: usage.prompt,
+        completion_tokens: usage.completion,
+        cached_tokens: usage.cached,
+        cache_write_tokens: usage.cache_write,
+        reasoning_tokens: usage.reasoning,
         usage_source: source,
         cost_micros,
         price_version: b.price_version,
@@ -140,6 +205,8 @@ pub fn interrupted_event(begin: &[u8], progress: Option<&[u8]>, seq: u64) -> Opt
         attempts: 1,
         fallback: false,
         client_retry_count: b.client_retry_count,
+        tags: b.tags,
+        end_user: b.end_user,
     };
     serde_json::to_vec(&event).ok()
 }
@@ -168,7 +235,12 @@ mod tests {
             prompt_cost_micros: if price { 20 } else { 0 },
             input_per_mtok: price.then_some(2_000_000),
             output_per_mtok: price.then_some(3_000_000),
+            cached_input_per_mtok: price.then_some(500_000),
+            cache_write_per_mtok: None,
+            reasoning_per_mtok: price.then_some(9_000_000),
             client_retry_count: None,
+            tags: Some(r#"{"team":"search"}"#.into()),
+            end_user: None,
         };
         serde_json::to_vec(&record).unwrap()
     }
@@ -187,6 +259,7 @@ mod tests {
         let e = billed(interrupted_event(&begin(true), None, 9).unwrap());
         assert_eq!((e["prompt_tokens"].as_u64(), e["completion_tokens"].as_u64()), (Some(10), Some(0)));
         assert_eq!((e["cost_micros"].as_u64(), e["usage_source"].as_str()), (Some(20), Some("estimated")));
+        assert_eq!(e["tags"].as_str(), Some(r#"{"team":"search"}"#), "attribution survives a crash");
         assert_eq!(
             (e["outcome"].as_str(), e["status"].as_u64(), e["seq"].as_u64()),
             (Some("interrupted"), Some(499), Some(9))
@@ -208,7 +281,7 @@ mod tests {
 
     #[test]
     fn the_upstreams_usage_gives_the_prompt_and_never_more_completion_than_relayed() {
-        let usage = ReportedUsage { prompt: 12, completion: 30, cached: 4 };
+        let usage = ReportedUsage { prompt: 12, completion: 30, cached: 4, cache_write: 0, reasoning: 0 };
         let e = billed(interrupted_event(&begin(false), Some(&progress(30, Some(usage))), 9).unwrap());
         assert_eq!(e["usage_source"].as_str(), Some("upstream"));
         let counts = (e["prompt_tokens"].as_u64(), e["completion_tokens"].as_u64(), e["cached_tokens"].as_u64());
@@ -216,7 +289,7 @@ mod tests {
         // Ahead of the client (the last events not relayed yet), or partial (Anthropic's
         // `message_start` says 1): what was relayed is billed.
         for (relayed, completion) in [(20, 30), (20, 1)] {
-            let usage = ReportedUsage { prompt: 12, completion, cached: 0 };
+            let usage = ReportedUsage { prompt: 12, completion, cached: 0, cache_write: 0, reasoning: 0 };
             let e = billed(interrupted_event(&begin(false), Some(&progress(relayed, Some(usage))), 9).unwrap());
             assert_eq!((e["completion_tokens"].as_u64(), e["usage_source"].as_str()), (Some(20), Some("progress")));
             assert_eq!(e["prompt_tokens"].as_u64(), Some(12));
@@ -224,5 +297,24 @@ mod tests {
         // A damaged progress record bills as if there were none.
         let e = billed(interrupted_event(&begin(false), Some(b"{not json"), 9).unwrap());
         assert_eq!(e["completion_tokens"].as_u64(), Some(0));
+    }
+
+    #[test]
+    fn the_parts_are_billed_at_their_rates_and_relayed_content_is_never_reasoning() {
+        // 12 prompt tokens (4 cached), 30 completion (10 reasoning), all relayed: input 2, cached
+        // 0.5, cache write the input rate (unset), output 3, reasoning 9 per token.
+        let usage = ReportedUsage { prompt: 12, completion: 30, cached: 4, cache_write: 0, reasoning: 10 };
+        let e = billed(interrupted_event(&begin(true), Some(&progress(30, Some(usage))), 9).unwrap());
+        assert_eq!(e["cost_micros"].as_u64(), Some(8 * 2 + 2 + 20 * 3 + 10 * 9));
+        assert_eq!((e["reasoning_tokens"].as_u64(), e["cached_tokens"].as_u64()), (Some(10), Some(4)));
+        // Cut short: the 20 relayed are content, at the output rate.
+        let e = billed(interrupted_event(&begin(true), Some(&progress(20, Some(usage))), 9).unwrap());
+        assert_eq!(e["cost_micros"].as_u64(), Some(8 * 2 + 2 + 20 * 3));
+        assert_eq!(e["reasoning_tokens"].as_u64(), Some(0));
+        // A progress record of an older release has no parts beyond the cached ones.
+        let old =
+            br#"{"request_id":"r","relayed":3,"reported_prompt":null,"usage":{"prompt":5,"completion":3,"cached":1}}"#;
+        let e = billed(interrupted_event(&begin(true), Some(old), 9).unwrap());
+        assert_eq!(e["cost_micros"].as_u64(), Some(4 * 2 + 1 + 3 * 3));
     }
 }

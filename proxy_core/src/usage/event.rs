@@ -55,7 +55,12 @@ pub struct UsageEvent {
     pub error_code: Option<&'static str>,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Of the prompt: read from the provider's cache.
     pub cached_tokens: u64,
+    /// Of the prompt: written to the provider's cache.
+    pub cache_write_tokens: u64,
+    /// Of the completion: spent on reasoning.
+    pub reasoning_tokens: u64,
     pub usage_source: UsageSource,
     /// Cost in micro-units at the price in force (0 when the model has no price).
     pub cost_micros: u64,
@@ -71,4 +76,8 @@ pub struct UsageEvent {
     pub fallback: bool,
     /// `x-stainless-retry-count` sent by the official SDKs.
     pub client_retry_count: Option<u32>,
+    /// The request's `x-sluicegate-tags`, as the text of a JSON object (names in order).
+    pub tags: Option<Arc<str>>,
+    /// The end user the request named (OpenAI `user`, Anthropic `metadata.user_id`).
+    pub end_user: Option<Arc<str>>,
 }

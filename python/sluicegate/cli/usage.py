@@ -1,5 +1,5 @@
 """`sluicegate usage ...`: a key's usage (series, totals per model, latency percentiles, the raw
-rows as CSV) and the raw rows of all keys."""
+rows as CSV), the raw rows of all keys, and totals per tag value, end user, model or key."""
 
 from __future__ import annotations
 
@@ -92,12 +92,33 @@ def latency(a: argparse.Namespace) -> Request:
 
 
 def export(a: argparse.Namespace) -> Request:
-    return _key_view("export", a, "to")
+    return _key_view("export", a, "to", "tag", "end_user")
 
 
 def list_(a: argparse.Namespace) -> Request:
-    names = ("tenant_id", "key_id", "model", "outcome", "since", "until", "limit", "cursor")
-    return Request("GET", "/v1/admin/usage", None, query(a, *names))
+    names = ("tenant_id", "key_id", "model", "outcome", "since", "until", "tag", "end_user")
+    return Request("GET", "/v1/admin/usage", None, query(a, *names, "limit", "cursor"))
+
+
+def groups(a: argparse.Namespace) -> Request:
+    found = query(a, "by", "tenant_id", "key_id", "model", "tag", "end_user", "to", "limit")
+    if a.start is not None:
+        found["from"] = a.start
+    return Request("GET", "/v1/admin/usage/groups", None, found)
+
+
+def render_groups(answer: Mapping[str, Any]) -> str:
+    rows = [["(none)" if g["value"] is None else g["value"], *_totals(g)] for g in answer["groups"]]
+    lines = [f"per {answer['by']}, {answer['start']} to {answer['end']}"]
+    lines += table(["VALUE", *TOTALS_HEADER], rows, numeric=True) if rows else ["(no requests)"]
+    if answer["truncated"]:
+        lines.append("(more groups: raise --limit)")
+    return "\n".join(lines) + "\n"
+
+
+def _attribution(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tag", metavar="NAME=VALUE", help="only rows with this tag")
+    p.add_argument("--end-user", help="only rows naming this end user")
 
 
 def _key_range(p: argparse.ArgumentParser, default: str) -> None:
@@ -129,6 +150,7 @@ def register(sub: Any, conn: argparse.ArgumentParser) -> None:
     _key_range(p, "24 hours")
     p = command(us, "export", export, conn, "a key's raw usage rows as CSV", str)
     _key_range(p, "24 hours")
+    _attribution(p)
     p.add_argument("-o", "--output", metavar="FILE", help="write the CSV to FILE (default: stdout)")
     p.set_defaults(download=True)
     listed = partial(render_page, columns=COLUMNS)
@@ -139,4 +161,16 @@ def register(sub: Any, conn: argparse.ArgumentParser) -> None:
     p.add_argument("--outcome", help="only rows that ended this way", choices=OUTCOMES)
     p.add_argument("--since", metavar="TIME", help="started at or after (ISO 8601)")
     p.add_argument("--until", metavar="TIME", help="started before (ISO 8601)")
+    _attribution(p)
     page_options(p)
+    p = command(
+        us, "groups", groups, conn, "totals per tag value, end user, model or key", render_groups
+    )
+    p.add_argument("--by", required=True, help="tag:NAME, end_user, model or key_id")
+    p.add_argument("--tenant-id", help="only this tenant's rows")
+    p.add_argument("--key-id", help="only this key's rows")
+    p.add_argument("--model", help="only this model")
+    _attribution(p)
+    p.add_argument("--from", dest="start", metavar="TIME", help=f"{FROM_HELP}; default: 24h ago")
+    p.add_argument("--to", metavar="TIME", help=TO_HELP)
+    p.add_argument("--limit", type=int, help="at most this many groups (default 100, max 1000)")

@@ -13,6 +13,7 @@ use hyper::body::Incoming;
 use tokio::sync::Semaphore;
 
 use super::fault::{FaultSet, FaultSpec};
+use super::parts::UsageParts;
 use super::record::{unix_now, RecordLine};
 use super::request::{self, ModelRequest};
 use super::stream::{step, StreamState};
@@ -152,6 +153,7 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
             status: 200,
             prompt_tokens: 0,
             completion_tokens: 0,
+            usage_parts: UsageParts::default(),
             outcome: "",
             faults: Vec::new(),
             queue_ms: 0.0,
@@ -253,6 +255,15 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         },
     };
     let finish = if asked.output_cap.is_some_and(|m| u64::from(tokens) >= m) { "length" } else { "stop" };
+    let usage_parts = match header_str(&parts.headers, "x-sim-usage").map(UsageParts::parse).transpose() {
+        Ok(asked_parts) => asked_parts.unwrap_or_default().within(prompt_tokens, u64::from(tokens)),
+        Err(e) => {
+            record.outcome = Some("bad_request");
+            record.line.status = 400;
+            return full(StatusCode::BAD_REQUEST, "application/json", error_body(endpoint, 400, &e));
+        }
+    };
+    record.line.usage_parts = usage_parts;
     let id = match endpoint {
         Endpoint::Messages => format!("msg_{n:x}"),
         Endpoint::Completions => format!("cmpl-{n:x}"),
@@ -261,7 +272,7 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
 
     if asked.stream {
         let include_usage = endpoint != Endpoint::Messages && asked.include_usage;
-        let wire = StreamWire::new(endpoint, &id, &model, created, include_usage);
+        let wire = StreamWire::new(endpoint, &id, &model, created, include_usage, usage_parts);
         let state_machine =
             StreamState::new(wire, timing, faults, tokens, finish, prompt_tokens, state.compute.clone(), record, abort);
         let stream = futures_util::stream::unfold(state_machine, step);
@@ -291,6 +302,7 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         completion_tokens: tokens,
         finish,
         with_usage: !faults.no_usage,
+        parts: usage_parts,
     };
     let mut body = answer.body();
     if parts.headers.contains_key("x-sim-echo") {

@@ -4,6 +4,7 @@
 
 mod fault;
 mod handler;
+mod parts;
 mod prompt;
 mod record;
 mod request;
@@ -40,6 +41,7 @@ hang  hang_after,after=K  cut,after=K[,done=true]\n  \
 drip,ms=N  malformed[,after=K]  no_usage\n\
 Per request, header x-sim-fault: SPEC[;SPEC...] (rate 1) overrides --fault, and\n\
 x-sim-ttft-ms, x-sim-itl-ms, x-sim-output-tokens override the timing model;\n\
+x-sim-usage: cached=N,cache_write=N,reasoning=N reports those parts of the usage (capped);\n\
 x-sim-echo (non-streaming) adds the received headers and body to the response.\n\
 PUT /sim/faults {\"faults\": [SPEC, ...]} replaces the --fault list at run time (GET lists it).\n\
 Prompt tokens are ceil(characters of the prompt text / 4), at least 1 (the gateway's estimate rule)."

@@ -10,6 +10,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use super::parts::UsageParts;
+
 /// Seconds since the Unix epoch: the record's timestamps, comparable with other processes' logs.
 pub fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
@@ -25,6 +27,8 @@ pub struct RecordLine {
     pub prompt_tokens: u64,
     /// Tokens handed to the connection (for a disconnect: those sent before it was noticed).
     pub completion_tokens: u64,
+    /// The parts of the counts the answer reported (`x-sim-usage`).
+    pub usage_parts: UsageParts,
     /// `complete`, `client_disconnected`, `cut`, `cut_done`, `status`, `bad_request`.
     pub outcome: &'static str,
     pub faults: Vec<String>,

@@ -4,6 +4,7 @@
 use bytes::{Bytes, BytesMut};
 use serde_json::json;
 
+use super::parts::UsageParts;
 use crate::endpoint::Endpoint;
 
 /// JSON-safe token texts (no escaping needed), cycled through.
@@ -35,12 +36,21 @@ pub struct StreamWire {
     model_json: String,
     created: u64,
     include_usage: bool,
+    parts: UsageParts,
     token_prefix: Bytes,
     token_suffix: Bytes,
 }
 
 impl StreamWire {
-    pub fn new(endpoint: Endpoint, id: &str, model: &str, created: u64, include_usage: bool) -> Self {
+    /// `parts`: already within the prompt and the completion.
+    pub fn new(
+        endpoint: Endpoint,
+        id: &str,
+        model: &str,
+        created: u64,
+        include_usage: bool,
+        parts: UsageParts,
+    ) -> Self {
         let model_json = serde_json::to_string(model).unwrap_or_else(|_| "\"sim\"".into());
         let usage_null = if include_usage { ",\"usage\":null" } else { "" };
         let (prefix, suffix) = match endpoint {
@@ -63,6 +73,7 @@ impl StreamWire {
             model_json,
             created,
             include_usage,
+            parts,
             token_prefix: Bytes::from(prefix),
             token_suffix: Bytes::from(suffix),
         }
@@ -74,7 +85,9 @@ impl StreamWire {
         match self.endpoint {
             Endpoint::Messages => {
                 let usage = if with_usage {
-                    format!("{{\"input_tokens\":{prompt_tokens},\"output_tokens\":1}}")
+                    let mut counts = self.parts.anthropic_prompt(prompt_tokens);
+                    counts.insert("output_tokens".into(), json!(1));
+                    serde_json::Value::Object(counts).to_string()
                 } else {
                     "{}".into()
                 };
@@ -123,9 +136,9 @@ impl StreamWire {
                     "data: {{\"id\":\"{id}\",\"object\":\"{object}\",\"created\":{created},\"model\":{model},\"choices\":[{choice}]{usage_null}}}\n\n"
                 ))];
                 if self.include_usage && with_usage {
-                    let total = prompt_tokens + u64::from(completion);
+                    let usage = self.parts.openai_usage(prompt_tokens, u64::from(completion));
                     frames.push(Bytes::from(format!(
-                        "data: {{\"id\":\"{id}\",\"object\":\"{object}\",\"created\":{created},\"model\":{model},\"choices\":[],\"usage\":{{\"prompt_tokens\":{prompt_tokens},\"completion_tokens\":{completion},\"total_tokens\":{total}}}}}\n\n"
+                        "data: {{\"id\":\"{id}\",\"object\":\"{object}\",\"created\":{created},\"model\":{model},\"choices\":[],\"usage\":{usage}}}\n\n"
                     )));
                 }
                 frames.push(Bytes::from_static(b"data: [DONE]\n\n"));
@@ -156,6 +169,8 @@ pub struct Answer<'a> {
     pub completion_tokens: u32,
     pub finish: &'a str,
     pub with_usage: bool,
+    /// Already within the prompt and the completion.
+    pub parts: UsageParts,
 }
 
 impl Answer<'_> {
@@ -163,24 +178,28 @@ impl Answer<'_> {
         let (id, model, created, finish) = (self.id, self.model, self.created, self.finish);
         let (prompt, completion) = (self.prompt_tokens, self.completion_tokens);
         let text = completion_text(completion);
-        let total = prompt + u64::from(completion);
+        let openai_usage = self.parts.openai_usage(prompt, u64::from(completion));
         let mut body = match self.endpoint {
-            Endpoint::Messages => json!({
-                "id": id, "type": "message", "role": "assistant", "model": model,
-                "content": [{"type": "text", "text": text}],
-                "stop_reason": if finish == "length" { "max_tokens" } else { "end_turn" },
-                "stop_sequence": null,
-                "usage": {"input_tokens": prompt, "output_tokens": completion},
-            }),
+            Endpoint::Messages => {
+                let mut usage = self.parts.anthropic_prompt(prompt);
+                usage.insert("output_tokens".into(), json!(completion));
+                json!({
+                    "id": id, "type": "message", "role": "assistant", "model": model,
+                    "content": [{"type": "text", "text": text}],
+                    "stop_reason": if finish == "length" { "max_tokens" } else { "end_turn" },
+                    "stop_sequence": null,
+                    "usage": usage,
+                })
+            }
             Endpoint::Completions => json!({
                 "id": id, "object": "text_completion", "created": created, "model": model,
                 "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": finish}],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total},
+                "usage": openai_usage,
             }),
             _ => json!({
                 "id": id, "object": "chat.completion", "created": created, "model": model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total},
+                "usage": openai_usage,
             }),
         };
         if !self.with_usage {
