@@ -167,6 +167,12 @@ def _key_entries(
     return keys
 
 
+def _kind_fields(provider: Provider) -> dict[str, str]:
+    """An Azure member's API version, an openai member's auth header: only where set."""
+    fields = {"api_version": provider.api_version, "auth_header": provider.auth_header}
+    return {name: value for name, value in fields.items() if value is not None}
+
+
 def _prices(session: Session, now: datetime) -> list[dict[str, Any]]:
     """The version in force of each model's price (a part's rate only where the price sets it:
     the core falls back to the input or output rate)."""
@@ -242,6 +248,7 @@ def build_snapshot(session: Session, *, pepper: str, cipher: CredentialCipher) -
                     "internal": provider.internal,
                     "headers": provider.headers,
                     "forward_headers": provider.forward_headers,
+                    **_kind_fields(provider),
                 }
             )
         timeouts = {

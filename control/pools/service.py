@@ -36,6 +36,7 @@ from control.pools.schemas import (
     TimeoutsOut,
 )
 from control.pools.updates import merged
+from control.providers.models import API_OF_KIND
 from control.timeutil import utcnow
 
 TIMEOUT_FIELDS = ("connect_ms", "first_byte_ms", "idle_ms", "total_ms")
@@ -110,11 +111,12 @@ def _members(session: Session, members: Sequence[MemberIn]) -> list[PoolMember]:
             errors.append(FieldError(f"members[{j}].provider_id", "unknown provider"))
         elif first_kind is None:
             first_kind = kind
-        elif kind != first_kind:
+        elif API_OF_KIND[kind] != API_OF_KIND[first_kind]:
             errors.append(
                 FieldError(
                     f"members[{j}].provider_id",
-                    f"is a {kind} provider; every member of a pool must be {first_kind}",
+                    f"is a {kind} provider; every member of a pool must speak the API of "
+                    f"{first_kind}",
                 )
             )
         out.append(

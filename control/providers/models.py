@@ -9,12 +9,15 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from control.db import Base
 
-PROVIDER_KINDS = ("openai", "anthropic")
+PROVIDER_KINDS = ("openai", "anthropic", "azure_openai")
+KIND_CHECK = "kind IN ('openai', 'anthropic', 'azure_openai')"
+# The API each kind speaks on the wire: a pool's members speak one.
+API_OF_KIND = {"openai": "openai", "azure_openai": "openai", "anthropic": "anthropic"}
 
 
 class Provider(Base):
     __tablename__ = "providers"
-    __table_args__ = (CheckConstraint("kind IN ('openai', 'anthropic')", name="kind"),)
+    __table_args__ = (CheckConstraint(KIND_CHECK, name="kind"),)
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
@@ -29,5 +32,9 @@ class Provider(Base):
     headers: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     # Client headers the upstream may receive beyond the gateway's allow-list.
     forward_headers: Mapped[list[str]] = mapped_column(JSON, default=list)
+    # azure_openai: the `api-version` query of every request.
+    api_version: Mapped[str | None] = mapped_column(String(32))
+    # openai: the header the credential goes in instead of `Authorization: Bearer`.
+    auth_header: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]

@@ -11,7 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 from control.api.schemas import Name, Slug, Strict
 from control.api.validation import not_null
 
-ProviderKind = Literal["openai", "anthropic"]
+# openai: OpenAI's API and every server compatible with it (vLLM, ...); azure_openai: the same
+# API as Azure serves it (deployment in the path, `api-version` query, `api-key` header).
+ProviderKind = Literal["openai", "anthropic", "azure_openai"]
 # Sent as a header value: visible ASCII only.
 Credential = Annotated[
     str, StringConstraints(min_length=1, max_length=4096, pattern=r"^[\x21-\x7e]+$")
@@ -46,6 +48,20 @@ ForwardHeaders = Annotated[
 ]
 
 
+ApiVersion = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9.-]+$"),
+    Field(description="azure_openai only (required there): the api-version query, e.g. 2024-10-21"),
+]
+AuthHeader = Annotated[
+    HeaderName,
+    Field(
+        description="openai only: the header the credential goes in, as it is, instead of "
+        "`Authorization: Bearer` (e.g. `api-key`)"
+    ),
+]
+
+
 class ProviderCreate(Strict):
     id: Slug | None = Field(default=None, description="Chosen id; generated if absent")
     name: Name | None = Field(default=None, description="Defaults to the id")
@@ -55,6 +71,8 @@ class ProviderCreate(Strict):
     internal: bool = Field(default=False, description=INTERNAL_DOC)
     headers: Headers = Field(default_factory=dict)
     forward_headers: ForwardHeaders = Field(default_factory=list)
+    api_version: ApiVersion | None = None
+    auth_header: AuthHeader | None = None
 
 
 class ProviderUpdate(Strict):
@@ -66,8 +84,12 @@ class ProviderUpdate(Strict):
     internal: bool | None = Field(default=None, description=INTERNAL_DOC)
     headers: Headers | None = None
     forward_headers: ForwardHeaders | None = None
+    api_version: ApiVersion | None = None
+    auth_header: AuthHeader | None = Field(
+        default=None, description="openai only; null: back to `Authorization: Bearer`"
+    )
 
-    @field_validator("name", "base_url", "internal", "headers", "forward_headers")
+    @field_validator("name", "base_url", "internal", "headers", "forward_headers", "api_version")
     @classmethod
     def _not_null(cls, value: object) -> object:
         return not_null(value)
@@ -83,6 +105,8 @@ class ProviderOut(BaseModel):
     internal: bool
     headers: dict[str, str]
     forward_headers: list[str]
+    api_version: str | None
+    auth_header: str | None
     credential_mask: str | None = Field(description="e.g. `sk-…abcd`; null without a credential")
     credential_fingerprint: str | None = Field(description="First 12 hex digits of its SHA-256")
     created_at: datetime

@@ -45,6 +45,16 @@ def _safe_url(ctx: ControlContext, url: str, internal: bool) -> str:
         raise Validation.field("base_url", str(e)) from None
 
 
+def _check_kind_fields(kind: str, api_version: str | None, auth_header: str | None) -> None:
+    """Each kind's own fields: Azure's API version (required there), openai's auth header."""
+    if kind == "azure_openai" and api_version is None:
+        raise Validation.field("api_version", "is required for azure_openai providers")
+    if kind != "azure_openai" and api_version is not None:
+        raise Validation.field("api_version", "is for azure_openai providers")
+    if kind != "openai" and auth_header is not None:
+        raise Validation.field("auth_header", "is for openai providers (the others' is fixed)")
+
+
 def _set_credential(ctx: ControlContext, provider: Provider, credential: str | None) -> None:
     if credential is None:
         provider.credential_ciphertext = None
@@ -66,6 +76,7 @@ def _credential_summary(provider: Provider) -> dict[str, Any]:
 def create(ctx: ControlContext, caller: Caller, data: ProviderCreate) -> Provider:
     caller.require_admin()
     provider_id = data.id or new_id("prv")
+    _check_kind_fields(data.kind, data.api_version, data.auth_header)
     base_url = _safe_url(ctx, data.base_url, data.internal)
     with ctx.mutator.mutate(caller, subject=("provider", provider_id)) as m:
         if repository.get(m.session, provider_id) is not None:
@@ -79,6 +90,8 @@ def create(ctx: ControlContext, caller: Caller, data: ProviderCreate) -> Provide
             internal=data.internal,
             headers=data.headers,
             forward_headers=data.forward_headers,
+            api_version=data.api_version,
+            auth_header=data.auth_header.lower() if data.auth_header else None,
             created_at=now,
             updated_at=now,
         )
@@ -107,11 +120,16 @@ def update(ctx: ControlContext, caller: Caller, provider_id: str, data: Provider
                 provider.base_url = summary["base_url"] = base_url
             if internal != provider.internal:
                 provider.internal = summary["internal"] = internal
-        for field in ("headers", "forward_headers"):
+        for field in ("headers", "forward_headers", "api_version"):
             value = getattr(data, field)
             if value is not None and value != getattr(provider, field):
                 setattr(provider, field, value)
                 summary[field] = value
+        if "auth_header" in sent:
+            auth_header = data.auth_header.lower() if data.auth_header else None
+            if auth_header != provider.auth_header:
+                provider.auth_header = summary["auth_header"] = auth_header
+        _check_kind_fields(provider.kind, provider.api_version, provider.auth_header)
         if "credential" in sent:
             before = provider.credential_fingerprint
             _set_credential(ctx, provider, data.credential)

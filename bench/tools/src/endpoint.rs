@@ -26,6 +26,20 @@ impl Endpoint {
         Some(endpoint)
     }
 
+    /// An Azure OpenAI path, `/openai/deployments/{deployment}/chat/completions` (and
+    /// completions, embeddings): the endpoint and the deployment.
+    pub fn from_azure_path(path: &str) -> Option<(Endpoint, &str)> {
+        let rest = path.strip_prefix("/openai/deployments/")?;
+        let (deployment, operation) = rest.split_once('/')?;
+        let endpoint = match operation.strip_suffix('/').unwrap_or(operation) {
+            "chat/completions" => Endpoint::ChatCompletions,
+            "completions" => Endpoint::Completions,
+            "embeddings" => Endpoint::Embeddings,
+            _ => return None,
+        };
+        (!deployment.is_empty()).then_some((endpoint, deployment))
+    }
+
     pub fn method(self) -> Method {
         if self == Endpoint::Models {
             Method::GET
@@ -54,6 +68,16 @@ impl Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn azure_paths_name_the_deployment() {
+        let chat = Endpoint::from_azure_path("/openai/deployments/gpt-4o/chat/completions");
+        assert_eq!(chat, Some((Endpoint::ChatCompletions, "gpt-4o")));
+        assert_eq!(Endpoint::from_azure_path("/openai/deployments/e/embeddings/"), Some((Endpoint::Embeddings, "e")));
+        assert_eq!(Endpoint::from_azure_path("/openai/deployments//chat/completions"), None);
+        assert_eq!(Endpoint::from_azure_path("/openai/deployments/d/messages"), None);
+        assert_eq!(Endpoint::from_azure_path("/v1/chat/completions"), None);
+    }
 
     #[test]
     fn paths_map_with_or_without_a_trailing_slash() {

@@ -58,6 +58,12 @@ def provider_body(pairs: list[tuple[str, str]], creating: bool) -> dict[str, Any
     if creating:
         body["id"] = forms.text(form, "id")
         body["kind"] = forms.text(form, "kind") or "openai"
+    api_version = forms.text(form, "api_version")
+    if api_version:
+        body["api_version"] = api_version
+    auth_header = forms.text(form, "auth_header")
+    if auth_header or not creating:
+        body["auth_header"] = auth_header or None
     credential = form.get("credential", "")
     if credential:
         body["credential"] = credential

@@ -105,6 +105,18 @@ pub fn compile(version: u64, payload: &ConfigPayload, lease: &mut Lease<'_>) -> 
             check_id(&format!("{tpath}.model"), &target.model)?;
             let model_json =
                 serde_json::to_vec(&target.model).map_err(|e| err(format!("{tpath}.model"), e.to_string()))?;
+            let mut uris = Vec::with_capacity(pool.members.len());
+            for m in &pool.members {
+                uris.push(match &m.azure {
+                    None => m.uris.clone(),
+                    Some(azure) => azure.uris(&target.model).ok_or_else(|| {
+                        err(
+                            format!("{tpath}.model"),
+                            "names the Azure deployment: 1-64 of A-Z a-z 0-9 _ - . (not starting with .)",
+                        )
+                    })?,
+                });
+            }
             let series = pool.members.iter().map(|m| lease.metrics().leg(&r.alias, &pool.id, &m.id)).collect();
             let genai = pool
                 .members
@@ -119,6 +131,7 @@ pub fn compile(version: u64, payload: &ConfigPayload, lease: &mut Lease<'_>) -> 
                 pool: pool.clone(),
                 upstream_model: Arc::from(target.model.as_str()),
                 model_json: Bytes::from(model_json),
+                uris,
                 series,
                 genai,
             });
@@ -356,9 +369,11 @@ fn compile_pool(path: &str, p: &PoolConfig, lease: &mut Lease<'_>) -> Result<Poo
         let member = compile_member(&mpath, &p.id, m, &pool_timeouts, check_path, lease)?;
         members.push(Arc::new(member));
     }
+    // Members speak one API: OpenAI's (openai and azure_openai members may share a pool) or
+    // Anthropic's.
     let kind = p.members[0].kind;
-    if let Some(j) = p.members.iter().position(|m| m.kind != kind) {
-        return Err(err(format!("{path}.members[{j}].kind"), "every member of a pool must be of the same kind"));
+    if let Some(j) = p.members.iter().position(|m| m.kind.speaks_openai() != kind.speaks_openai()) {
+        return Err(err(format!("{path}.members[{j}].kind"), "every member of a pool must speak the same API"));
     }
     if members.iter().all(|m| m.weight == 0) {
         return Err(err(format!("{path}.members"), "at least one member needs a weight above 0"));

@@ -9,7 +9,7 @@ use http::{HeaderName, HeaderValue, Uri};
 use super::compile::{err, ConfigError};
 use super::model::{MemberConfig, ProviderKind};
 use super::registry::Lease;
-use super::snapshot::{Member, PoolTimeouts};
+use super::snapshot::{AzureDeployments, Member, PoolTimeouts};
 use crate::endpoint::Endpoint;
 use crate::upstream::headers::reserved_name;
 use crate::upstream::{forbidden_address, is_metadata, ClientSettings};
@@ -41,6 +41,36 @@ fn member_headers(m: &MemberConfig, path: &str) -> Result<MemberHeaders, ConfigE
     Ok((pass_through, headers))
 }
 
+/// The header an `openai` member's credential goes in when not `Authorization: Bearer`: any
+/// header name the gateway does not own (framing, hop-by-hop, trace context, its own), or one of
+/// the usual credential names.
+fn auth_header(path: &str, raw: &str) -> Result<HeaderName, ConfigError> {
+    let field = format!("{path}.auth_header");
+    let name = HeaderName::from_bytes(raw.as_bytes()).map_err(|_| err(field.clone(), "is not a header name"))?;
+    let credential_name = matches!(name.as_str(), "authorization" | "x-api-key" | "api-key");
+    if reserved_name(&name) && !credential_name {
+        return Err(err(field, format!("{name} is the gateway's to set")));
+    }
+    Ok(name)
+}
+
+/// An `azure_openai` member's deployments (it needs `api_version`; no other kind takes one).
+fn azure_deployments(path: &str, m: &MemberConfig, base: &str) -> Result<Option<AzureDeployments>, ConfigError> {
+    let field = format!("{path}.api_version");
+    match (m.kind, &m.api_version) {
+        (ProviderKind::AzureOpenai, None) => Err(err(field, "is required for azure_openai members")),
+        (ProviderKind::AzureOpenai, Some(v)) => {
+            let allowed = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
+            if v.is_empty() || v.len() > 32 || !v.chars().all(allowed) {
+                return Err(err(field, "must be 1-32 of A-Z a-z 0-9 - . (e.g. 2024-10-21)"));
+            }
+            Ok(Some(AzureDeployments { base: base.to_string(), api_version: v.clone() }))
+        }
+        (_, Some(_)) => Err(err(field, "is for azure_openai members")),
+        (_, None) => Ok(None),
+    }
+}
+
 pub(super) fn compile_member(
     path: &str,
     pool_id: &str,
@@ -60,14 +90,17 @@ pub(super) fn compile_member(
         return Err(err(format!("{path}.base_url"), "must not carry a query"));
     }
     let prefix = base.path().trim_end_matches('/');
+    let azure = azure_deployments(path, m, &format!("{scheme}://{authority}{prefix}"))?;
+    // An Azure member's requests and checks carry the API version.
+    let query = azure.as_ref().map_or(String::new(), |a| format!("?api-version={}", a.api_version));
     let mut uris = Vec::with_capacity(Endpoint::ALL.len());
     for endpoint in Endpoint::ALL {
-        let full = format!("{scheme}://{authority}{prefix}{}", endpoint.upstream_suffix());
+        let full = format!("{scheme}://{authority}{prefix}{}{query}", endpoint.upstream_suffix());
         uris.push(Uri::try_from(full).map_err(|e| err(format!("{path}.base_url"), e.to_string()))?);
     }
     let health_uri = match check_path {
         Some(check) => Some(
-            Uri::try_from(format!("{scheme}://{authority}{prefix}{check}"))
+            Uri::try_from(format!("{scheme}://{authority}{prefix}{check}{query}"))
                 .map_err(|e| err(format!("{path}.base_url"), e.to_string()))?,
         ),
         None => None,
@@ -78,9 +111,11 @@ pub(super) fn compile_member(
     let credential = match &m.credential {
         None => None,
         Some(secret) => {
-            let (name, value) = match m.kind {
-                ProviderKind::Openai => (http::header::AUTHORIZATION, format!("Bearer {secret}")),
-                ProviderKind::Anthropic => (HeaderName::from_static("x-api-key"), secret.clone()),
+            let (name, value) = match (m.kind, &m.auth_header) {
+                (ProviderKind::Openai, None) => (http::header::AUTHORIZATION, format!("Bearer {secret}")),
+                (ProviderKind::Openai, Some(raw)) => (auth_header(path, raw)?, secret.clone()),
+                (ProviderKind::Anthropic, _) => (HeaderName::from_static("x-api-key"), secret.clone()),
+                (ProviderKind::AzureOpenai, _) => (HeaderName::from_static("api-key"), secret.clone()),
             };
             let mut value = HeaderValue::try_from(value)
                 // Never echo the credential itself.
@@ -89,6 +124,9 @@ pub(super) fn compile_member(
             Some((name, value))
         }
     };
+    if m.auth_header.is_some() && m.kind != ProviderKind::Openai {
+        return Err(err(format!("{path}.auth_header"), "is for openai members (the others' header is fixed)"));
+    }
     if m.max_concurrency == Some(0) {
         return Err(err(format!("{path}.max_concurrency"), "must be positive when set"));
     }
@@ -124,7 +162,8 @@ pub(super) fn compile_member(
         kind: m.kind,
         host: Arc::from(literal),
         port,
-        uris,
+        uris: Arc::new(uris),
+        azure,
         credential,
         secret: m.credential.as_deref().map(Arc::from),
         pass_through,

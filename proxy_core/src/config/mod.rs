@@ -111,6 +111,64 @@ mod properties {
         load(1, valid().to_string().as_bytes(), &registry).unwrap();
     }
 
+    fn with_member(member: Value, model: &str) -> Result<Snapshot, ConfigError> {
+        let mut payload = valid();
+        payload["pools"][0]["members"] = json!([member]);
+        payload["routes"][0]["chain"][0]["model"] = json!(model);
+        let registry = Registry::new(Arc::new(Metrics::default()), AddressGuard::new());
+        load(1, payload.to_string().as_bytes(), &registry)
+    }
+
+    fn refused(member: Value, model: &str) -> ConfigError {
+        match with_member(member, model) {
+            Ok(_) => panic!("{model}: compiled"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn azure_members_put_the_deployment_in_the_path_and_the_version_in_the_query() {
+        let azure = json!({"id": "az", "kind": "azure_openai", "base_url": "https://res.example.com/openai/",
+                           "credential": "k", "api_version": "2024-10-21"});
+        let snapshot = with_member(azure.clone(), "gpt-4o-mini").unwrap();
+        let leg = &snapshot.routes["chat"].chain[0];
+        let uri = &leg.uris[0][crate::endpoint::Endpoint::ChatCompletions.index()];
+        assert_eq!(
+            uri,
+            "https://res.example.com/openai/deployments/gpt-4o-mini/chat/completions?api-version=2024-10-21"
+        );
+        let member = &leg.pool.members[0];
+        assert_eq!(member.credential.as_ref().map(|(name, _)| name.as_str()), Some("api-key"));
+        // A deployment name that would change the path or the query is refused.
+        for model in ["a/b", "a?x=1", "../x", ""] {
+            let e = refused(azure.clone(), model);
+            assert!(e.path.ends_with(".model"), "{model}: {}", e.path);
+        }
+        let mut unversioned = azure.clone();
+        unversioned.as_object_mut().unwrap().remove("api_version");
+        assert_eq!(refused(unversioned, "m").path, "pools[0].members[0].api_version");
+        let mut bad = azure;
+        bad["api_version"] = json!("2024&x=1");
+        assert!(with_member(bad, "m").is_err());
+    }
+
+    #[test]
+    fn an_openai_member_may_name_its_credential_header() {
+        let member = json!({"id": "m", "kind": "openai", "base_url": "http://127.0.0.1:9/v1", "credential": "k",
+                            "auth_header": "X-Goog-Api-Key"});
+        let snapshot = with_member(member.clone(), "m").unwrap();
+        let (name, value) = snapshot.routes["chat"].chain[0].pool.members[0].credential.clone().unwrap();
+        assert_eq!((name.as_str(), value.as_bytes()), ("x-goog-api-key", &b"k"[..]));
+        for reserved in ["content-length", "host", "x-sluicegate-x", "traceparent"] {
+            let mut m = member.clone();
+            m["auth_header"] = json!(reserved);
+            assert_eq!(refused(m, "m").path, "pools[0].members[0].auth_header", "{reserved}");
+        }
+        let anthropic =
+            json!({"id": "m", "kind": "anthropic", "base_url": "http://127.0.0.1:9/v1", "auth_header": "a"});
+        assert!(with_member(anthropic, "m").is_err());
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(crate::test_cases(512)))]
 

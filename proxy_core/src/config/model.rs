@@ -186,8 +186,13 @@ pub struct KeyConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
+    /// OpenAI's API and every server compatible with it (vLLM, ...).
     Openai,
     Anthropic,
+    /// OpenAI's API as Azure serves it: the deployment in the path, `api-version` in the query,
+    /// the credential in `api-key`.
+    #[serde(rename = "azure_openai")]
+    AzureOpenai,
 }
 
 impl ProviderKind {
@@ -195,7 +200,13 @@ impl ProviderKind {
         match self {
             ProviderKind::Openai => "openai",
             ProviderKind::Anthropic => "anthropic",
+            ProviderKind::AzureOpenai => "azure_openai",
         }
+    }
+
+    /// The API its members speak on the wire.
+    pub fn speaks_openai(self) -> bool {
+        matches!(self, ProviderKind::Openai | ProviderKind::AzureOpenai)
     }
 }
 
@@ -206,7 +217,8 @@ pub struct MemberConfig {
     pub kind: ProviderKind,
     /// Base URL including the API version segment, e.g. `http://10.0.0.5:8000/v1`.
     pub base_url: String,
-    /// Decrypted upstream credential; sent as `Authorization: Bearer` (openai) or `x-api-key`.
+    /// Decrypted upstream credential; sent as `Authorization: Bearer` (openai, unless
+    /// `auth_header` names another header), `x-api-key` (anthropic) or `api-key` (azure_openai).
     pub credential: Option<String>,
     #[serde(default = "default_weight")]
     pub weight: u32,
@@ -227,6 +239,13 @@ pub struct MemberConfig {
     /// (e.g. `anthropic-beta`).
     #[serde(default)]
     pub forward_headers: Vec<String>,
+    /// `azure_openai`: the `api-version` query every request carries (required there).
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// `openai`: the header that carries the credential instead of `Authorization: Bearer`
+    /// (sent as the bare credential, e.g. `api-key`).
+    #[serde(default)]
+    pub auth_header: Option<String>,
 }
 
 fn default_weight() -> u32 {

@@ -89,8 +89,11 @@ pub struct Member {
     /// The base URL's host and port (`server.address`, `server.port` in traces and metrics).
     pub host: Arc<str>,
     pub port: u16,
-    /// Full upstream URI per endpoint, built once.
-    pub uris: [Uri; Endpoint::ALL.len()],
+    /// Full upstream URI per endpoint, built once (an Azure member's depend on the deployment:
+    /// each route leg has its own, `RouteLeg::uris`).
+    pub uris: EndpointUris,
+    /// An Azure member's deployments: how a route leg's URIs are built.
+    pub azure: Option<AzureDeployments>,
     /// The header carrying the upstream credential, marked sensitive.
     pub credential: Option<(HeaderName, HeaderValue)>,
     /// The credential itself, to scrub from upstream error bodies before they are relayed.
@@ -105,6 +108,44 @@ pub struct Member {
     pub max_concurrency: Option<u32>,
     pub client: Arc<UpstreamClient>,
     pub state: Arc<MemberState>,
+}
+
+/// A member's upstream URI for each endpoint, indexed by `Endpoint::index`.
+pub type EndpointUris = Arc<[Uri; Endpoint::ALL.len()]>;
+
+/// Azure OpenAI puts the deployment in the path and the API version in the query:
+/// `{base}/deployments/{deployment}/chat/completions?api-version=...`.
+#[derive(Debug, Clone)]
+pub struct AzureDeployments {
+    /// The base URL without a trailing slash (`https://name.openai.azure.com/openai`).
+    pub base: String,
+    pub api_version: String,
+}
+
+impl AzureDeployments {
+    /// The URIs of one deployment; `None` unless its name is one Azure allows (letters, digits,
+    /// `_ - .`: nothing that could change the path or the query).
+    pub fn uris(&self, deployment: &str) -> Option<EndpointUris> {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+        if deployment.is_empty()
+            || deployment.len() > 64
+            || !deployment.chars().all(allowed)
+            || deployment.starts_with('.')
+        {
+            return None;
+        }
+        let mut uris = Vec::with_capacity(Endpoint::ALL.len());
+        for endpoint in Endpoint::ALL {
+            let full = format!(
+                "{}/deployments/{deployment}{}?api-version={}",
+                self.base,
+                endpoint.upstream_suffix(),
+                self.api_version
+            );
+            uris.push(Uri::try_from(full).ok()?);
+        }
+        uris.try_into().ok().map(Arc::new)
+    }
 }
 
 pub struct Pool {
@@ -127,6 +168,9 @@ pub struct RouteLeg {
     pub upstream_model: Arc<str>,
     /// The upstream model as a JSON string literal, spliced into request bodies.
     pub model_json: Bytes,
+    /// Each member's URIs for this leg's model (indexed like `pool.members`): the member's own,
+    /// or an Azure member's for the deployment the model names.
+    pub uris: Vec<EndpointUris>,
     /// Indexed like `pool.members`.
     pub series: Vec<Arc<LegSeries>>,
     /// The GenAI series, indexed like `pool.members`.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
-use http::{HeaderMap, Method, Request, Response};
+use http::{HeaderMap, Method, Request, Response, Uri};
 use http_body_util::Full;
 use hyper::body::Incoming;
 
@@ -35,11 +35,17 @@ use crate::usage::Outcome;
 pub fn serves(kind: ProviderKind, endpoint: Endpoint) -> bool {
     match kind {
         ProviderKind::Anthropic => endpoint == Endpoint::Messages,
-        ProviderKind::Openai => endpoint != Endpoint::Messages,
+        ProviderKind::Openai | ProviderKind::AzureOpenai => endpoint != Endpoint::Messages,
     }
 }
 
-fn upstream_request(member: &Member, ctx: &RequestCtx, body: Bytes, attempt_span: u64) -> Request<Full<Bytes>> {
+fn upstream_request(
+    member: &Member,
+    uri: &Uri,
+    ctx: &RequestCtx,
+    body: Bytes,
+    attempt_span: u64,
+) -> Request<Full<Bytes>> {
     let mut headers = upstream_request_headers(&ctx.client_headers, &member.pass_through, &member.headers);
     ctx.trace.write_upstream(&mut headers, attempt_span);
     if let Some((name, value)) = &member.credential {
@@ -53,7 +59,7 @@ fn upstream_request(member: &Member, ctx: &RequestCtx, body: Bytes, attempt_span
     }
     let mut req = Request::new(Full::new(body));
     *req.method_mut() = Method::POST;
-    *req.uri_mut() = member.uris[ctx.endpoint.index()].clone();
+    *req.uri_mut() = uri.clone();
     *req.headers_mut() = headers;
     req
 }
@@ -235,7 +241,7 @@ pub async fn forward(
             };
             let traced = ctx.shared.tracer.is_some();
             let attempt_span = if traced { crate::telemetry::new_span_id() } else { 0 };
-            let request = upstream_request(member, &ctx, body, attempt_span);
+            let request = upstream_request(member, &leg.uris[mi][ctx.endpoint.index()], &ctx, body, attempt_span);
             let sent_at = Instant::now();
             if let Some(trace) = guard.trace() {
                 trace.journal_begin(&ctx.shared);
@@ -247,7 +253,7 @@ pub async fn forward(
                         pool: pool.id.clone(),
                         member: member.id.clone(),
                         upstream_model: leg.upstream_model.clone(),
-                        provider: pool.kind,
+                        provider: member.kind,
                         host: member.host.clone(),
                         port: member.port,
                         sent: sent_at,

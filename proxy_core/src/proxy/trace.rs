@@ -42,7 +42,7 @@ impl Leg {
             pool: leg.pool.id.clone(),
             member: leg.pool.members[member_index].id.clone(),
             upstream_model: leg.upstream_model.clone(),
-            provider: leg.pool.kind,
+            provider: leg.pool.members[member_index].kind,
             host: leg.pool.members[member_index].host.clone(),
             port: leg.pool.members[member_index].port,
             series: leg.series[member_index].clone(),

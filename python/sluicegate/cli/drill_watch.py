@@ -21,6 +21,8 @@ Reading = tuple[dict[tuple[str, str], dict[str, int]], dict[str, int]]
 # asked for), so that no request served after the target is back counts as served during the
 # drill; its end is recorded this long after it (counted from the answer that started it).
 READ_MARGIN_S = 0.2
+# How soon a noted Ctrl-C or SIGTERM cuts a wait short.
+SIGNAL_POLL_S = 0.05
 END_MARGIN_S = 0.1
 
 
@@ -98,30 +100,42 @@ def summary(first: Reading, last: Reading) -> str:
     return "\n".join(lines)
 
 
+def _sleep_unless(came: list[int], seconds: float) -> bool:
+    """Sleep up to `seconds`; True as soon as a signal has come."""
+    end = time.monotonic() + seconds
+    while not came:
+        left = end - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(left, SIGNAL_POLL_S))
+    return True
+
+
 def _watch(
-    api: AdminClient, drill_id: str, t0: float, seconds: int, first: Reading
+    api: AdminClient, drill_id: str, t0: float, seconds: int, first: Reading, came: list[int]
 ) -> tuple[Reading, bool]:
     """Print one line a second, `t0` (just before the drill started) being zero, until the time
-    is up or Ctrl-C/SIGTERM; returns the last reading and whether the watch was interrupted."""
+    is up or Ctrl-C/SIGTERM came; returns the last reading and whether the watch was cut short.
+    A signal is only noted: a reading in flight finishes (an exception raised inside the HTTP
+    client could leave its connection pool unusable for the call that ends the drill)."""
     last = first
     tick = t0
     end = t0 + seconds - READ_MARGIN_S
-    try:
-        while tick < end:
-            tick = min(tick + 1.0, end)
-            time.sleep(max(0.0, tick - time.monotonic()))
-            current = _reading(api, drill_id)
-            print(progress_line(time.monotonic() - t0, last, current), flush=True)
-            last = current
-        return last, False
-    except KeyboardInterrupt:
-        return last, True
+    while tick < end:
+        tick = min(tick + 1.0, end)
+        if _sleep_unless(came, tick - time.monotonic()):
+            return last, True
+        current = _reading(api, drill_id)
+        print(progress_line(time.monotonic() - t0, last, current), flush=True)
+        last = current
+    return last, bool(came)
 
 
 @contextlib.contextmanager
 def _signals_deferred() -> Iterator[list[int]]:
-    """Ctrl-C and SIGTERM are noted, not acted on, while a drill is being started or ended (a
-    drill started must be seen through to its end); the list holds the signals that came."""
+    """Ctrl-C and SIGTERM are noted, not acted on, from the moment a drill is being started to
+    its end (a drill started must be seen through to its end); the list holds the signals that
+    came."""
     came: list[int] = []
     sigs = (signal.SIGINT, signal.SIGTERM)
     previous = {sig: signal.signal(sig, lambda signum, frame: came.append(signum)) for sig in sigs}
@@ -160,7 +174,18 @@ def _drill(api: AdminClient, args: argparse.Namespace) -> int:
     t0 = time.monotonic()  # the core's drill starts after t0 ...
     with _signals_deferred() as came:
         drill = api.call("POST", "/v1/admin/drills", body)
-    t1 = time.monotonic()  # ... and before t1
+        t1 = time.monotonic()  # ... and before t1
+        return _watch_and_end(api, args, drill, (t0, t1), came)
+
+
+def _watch_and_end(
+    api: AdminClient,
+    args: argparse.Namespace,
+    drill: dict[str, Any],
+    started: tuple[float, float],
+    came: list[int],
+) -> int:
+    t0, t1 = started
     if drill["member"]:
         what = f"member {drill['member']} of pool {drill['pool']}"
     else:
@@ -176,30 +201,27 @@ def _drill(api: AdminClient, args: argparse.Namespace) -> int:
     try:
         first = last = _reading(api, drill["id"])
         if not interrupted:
-            last, interrupted = _watch(api, drill["id"], t0, args.seconds, first)
-    except KeyboardInterrupt:
-        interrupted = True
+            last, interrupted = _watch(api, drill["id"], t0, args.seconds, first, came)
     except CliError as e:
         print(f"sluicegate drill: reading the traffic failed: {e}", file=sys.stderr)
         failed = True
     # Whatever happened above, the target goes back in.
-    with _signals_deferred():
-        if interrupted and first is not None:
-            with contextlib.suppress(CliError):
-                last = _reading(api, drill["id"])
-        elif not failed:
-            # The time is up: the core lets the target back in by itself; record the end.
-            time.sleep(max(0.0, t1 + args.seconds + END_MARGIN_S - time.monotonic()))
-        try:
-            ended = api.call("DELETE", f"/v1/admin/drills/{drill['id']}")
-        except CliError as e:
-            print(
-                f"sluicegate drill: could not end drill {drill['id']}: {e}\n"
-                f"it ends by itself at {drill['ends_at']}, or run: "
-                f"sluicegate drills end {drill['id']}",
-                file=sys.stderr,
-            )
-            return 1
+    if interrupted and first is not None:
+        with contextlib.suppress(CliError):
+            last = _reading(api, drill["id"])
+    elif not failed:
+        # The time is up: the core lets the target back in by itself; record the end.
+        time.sleep(max(0.0, t1 + args.seconds + END_MARGIN_S - time.monotonic()))
+    try:
+        ended: dict[str, Any] = api.call("DELETE", f"/v1/admin/drills/{drill['id']}")
+    except CliError as e:
+        print(
+            f"sluicegate drill: could not end drill {drill['id']}: {e}\n"
+            f"it ends by itself at {drill['ends_at']}, or run: "
+            f"sluicegate drills end {drill['id']}",
+            file=sys.stderr,
+        )
+        return 1
     how = "ended early (interrupted)" if interrupted else "ended"
     lasted = time.monotonic() - t0 if interrupted else args.seconds
     print(f"drill {ended['id']} {how} after {lasted:.1f}s; the target is back in service")

@@ -9,6 +9,7 @@ import sys
 from functools import partial
 from typing import Any
 
+from control.providers.models import PROVIDER_KINDS
 from sluicegate.cli.client import CliError
 from sluicegate.cli.options import (
     UNSET,
@@ -21,7 +22,7 @@ from sluicegate.cli.options import (
 )
 from sluicegate.cli.output import Column, render_object, render_page
 
-KINDS = ["openai", "anthropic"]
+KINDS = list(PROVIDER_KINDS)
 
 COLUMNS: list[Column] = [
     ("ID", "id"),
@@ -60,7 +61,7 @@ def _headers(body: dict[str, Any], a: argparse.Namespace) -> None:
 
 def create(a: argparse.Namespace) -> Request:
     body: dict[str, Any] = {"kind": a.kind, "base_url": a.base_url, "internal": a.internal}
-    given(body, a, "id", "name")
+    given(body, a, "id", "name", "api_version", "auth_header")
     credential = _credential(a)
     if credential is not None:
         body["credential"] = credential
@@ -70,7 +71,9 @@ def create(a: argparse.Namespace) -> Request:
 
 def update(a: argparse.Namespace) -> Request:
     body: dict[str, Any] = {}
-    given(body, a, "name", "base_url")
+    given(body, a, "name", "base_url", "api_version", "auth_header")
+    if a.bearer:
+        body["auth_header"] = None
     if a.internal is not None:
         body["internal"] = a.internal
     credential = _credential(a)
@@ -118,6 +121,20 @@ def _header_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _kind_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--api-version",
+        default=UNSET,
+        help="azure_openai (required there): the api-version query, e.g. 2024-10-21",
+    )
+    p.add_argument(
+        "--auth-header",
+        default=UNSET,
+        metavar="NAME",
+        help="openai: the header the credential goes in, as it is (default Authorization: Bearer)",
+    )
+
+
 def register(sub: Any, conn: argparse.ArgumentParser) -> None:
     group = sub.add_parser("providers", help="register and list upstream providers")
     pr = group.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -127,6 +144,7 @@ def register(sub: Any, conn: argparse.ArgumentParser) -> None:
     p.add_argument("--kind", choices=KINDS, required=True)
     p.add_argument("--base-url", required=True, help="with the version segment, e.g. .../v1")
     p.add_argument("--internal", action="store_true", help="allow link-local addresses")
+    _kind_options(p)
     _credential_options(p)
     _header_options(p)
     p = command(pr, "update", update, conn, "change a provider", render_object)
@@ -135,6 +153,10 @@ def register(sub: Any, conn: argparse.ArgumentParser) -> None:
     p.add_argument("--base-url", default=UNSET)
     p.add_argument(
         "--internal", action=argparse.BooleanOptionalAction, help="allow link-local addresses"
+    )
+    _kind_options(p)
+    p.add_argument(
+        "--bearer", action="store_true", help="send the credential as Authorization: Bearer again"
     )
     _credential_options(p)
     _header_options(p)

@@ -83,8 +83,8 @@ fn authorized(state: &SimState, headers: &HeaderMap) -> bool {
         return true;
     };
     let bearer = header_str(headers, "authorization").and_then(|v| v.strip_prefix("Bearer "));
-    let x_api_key = header_str(headers, "x-api-key");
-    bearer == Some(expected.as_str()) || x_api_key == Some(expected.as_str())
+    let given = |name| header_str(headers, name) == Some(expected.as_str());
+    bearer == Some(expected.as_str()) || given("x-api-key") || given("api-key")
 }
 
 fn embedding_inputs(body: &[u8]) -> usize {
@@ -118,7 +118,14 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
     if path == "/sim/faults" {
         return faults_endpoint(&state, req).await;
     }
-    let Some(endpoint) = Endpoint::from_path(&path) else {
+    // Azure OpenAI's shape: the deployment in the path (it names the model), `api-version` in
+    // the query, the credential in `api-key`.
+    let azure = Endpoint::from_azure_path(&path).map(|(endpoint, deployment)| (endpoint, deployment.to_string()));
+    if azure.is_some() && !req.uri().query().unwrap_or("").split('&').any(|p| p.starts_with("api-version=")) {
+        let endpoint = azure.as_ref().map_or(Endpoint::ChatCompletions, |(e, _)| *e);
+        return refuse(req, endpoint, StatusCode::BAD_REQUEST, "the api-version query parameter is required").await;
+    }
+    let Some(endpoint) = azure.as_ref().map(|(e, _)| *e).or_else(|| Endpoint::from_path(&path)) else {
         return refuse(req, Endpoint::ChatCompletions, StatusCode::NOT_FOUND, "no such route").await;
     };
     if req.method() != endpoint.method() {
@@ -183,7 +190,7 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
             return full(StatusCode::BAD_REQUEST, "application/json", error_body(endpoint, 400, &message));
         }
     };
-    let model = asked.model.clone();
+    let model = azure.map_or_else(|| asked.model.clone(), |(_, deployment)| deployment);
     record.line.model = model.clone();
     record.line.stream = asked.stream;
     let prompt_tokens = asked.prompt_tokens;
