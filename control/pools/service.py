@@ -36,7 +36,7 @@ from control.pools.schemas import (
     TimeoutsOut,
 )
 from control.pools.updates import merged
-from control.providers.models import API_OF_KIND
+from control.providers.kinds import API_OF_KIND
 from control.timeutil import utcnow
 
 TIMEOUT_FIELDS = ("connect_ms", "first_byte_ms", "idle_ms", "total_ms")

@@ -8,11 +8,9 @@ from sqlalchemy import JSON, Boolean, CheckConstraint, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from control.db import Base
+from control.providers.kinds import PROVIDER_KINDS
 
-PROVIDER_KINDS = ("openai", "anthropic", "azure_openai")
-KIND_CHECK = "kind IN ('openai', 'anthropic', 'azure_openai')"
-# The API each kind speaks on the wire: a pool's members speak one.
-API_OF_KIND = {"openai": "openai", "azure_openai": "openai", "anthropic": "anthropic"}
+KIND_CHECK = f"kind IN ({', '.join(repr(k) for k in PROVIDER_KINDS)})"
 
 
 class Provider(Base):

@@ -9,7 +9,7 @@ import sys
 from functools import partial
 from typing import Any
 
-from control.providers.models import PROVIDER_KINDS
+from control.providers.kinds import PROVIDER_KINDS
 from sluicegate.cli.client import CliError
 from sluicegate.cli.options import (
     UNSET,
