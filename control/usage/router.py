@@ -77,11 +77,12 @@ def list_usage(
 @router.get(
     "/v1/admin/usage/groups",
     summary="Usage totals per tag value, end user, model or key over a range of raw rows "
-    "(default: 24h), the costliest first",
+    "(default: 24h; at most usage.latency_max_days, 31 days by default), the costliest first",
 )
 def usage_groups(
     caller: CallerDep,
     session: SessionDep,
+    ctx: ContextDep,
     by: Annotated[str, Query(description="tag:NAME, end_user, model or key_id")],
     tenant_id: str | None = None,
     key_id: str | None = None,
@@ -93,7 +94,8 @@ def usage_groups(
     limit: Annotated[int, Query(ge=1, le=service.MAX_GROUPS)] = 100,
 ) -> UsageGroups:
     filters = UsageFilters(tenant_id, key_id, model, tag=service.parse_tag(tag), end_user=end_user)
-    return service.groups(session, caller, by, filters, start, to, limit)
+    max_days = ctx.settings.usage.latency_max_days
+    return service.groups(session, caller, by, filters, (start, to), limit, max_days=max_days)
 
 
 @router.get(

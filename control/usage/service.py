@@ -104,23 +104,38 @@ def _group_by(by: str) -> str:
     raise Validation.field("by", f"must be tag:NAME or one of {', '.join(GROUP_BY)}")
 
 
+def raw_range(
+    start: datetime | None, end: datetime | None, max_days: int
+) -> tuple[datetime, datetime]:
+    """The range of a read of raw rows (default: the last day), at most `max_days`
+    (`usage.latency_max_days`): the range is the one input that sets how much a call reads."""
+    stop = end or utcnow()
+    begin = start or stop - DEFAULT_RANGE
+    if begin >= stop:
+        raise Validation.field("from", "must be before `to`")
+    if stop - begin > timedelta(days=max_days):
+        raise Validation.field(
+            "from",
+            f"the range covers more than {max_days} days (usage.latency_max_days): narrow it",
+        )
+    return begin, stop
+
+
 def groups(
     session: Session,
     caller: Caller,
     by: str,
     filters: UsageFilters,
-    start: datetime | None,
-    end: datetime | None,
+    range_: tuple[datetime | None, datetime | None],
     limit: int,
+    *,
+    max_days: int,
 ) -> UsageGroups:
     """Totals of the raw rows of a range per value of `by`; tenant tokens: their own tenant."""
     by = _group_by(by)
     if filters.key_id is not None:
         keys.visible(session, caller, filters.key_id)
-    stop = end or utcnow()
-    begin = start or stop - DEFAULT_RANGE
-    if begin >= stop:
-        raise Validation.field("from", "must be before `to`")
+    begin, stop = raw_range(*range_, max_days)
     scoped = replace(filters, tenant_id=caller.scope(filters.tenant_id), since=begin, until=stop)
     rows = repository.groups(session, scoped, by, limit)
     return UsageGroups(
@@ -217,15 +232,7 @@ def latency(
     """Percentiles of raw rows over at most `max_days` (`usage.latency_max_days`): the range is
     the one input that sets how much a call reads."""
     key, _ = keys.visible(session, caller, key_id)
-    stop = end or utcnow()
-    begin = start or stop - DEFAULT_RANGE
-    if begin >= stop:
-        raise Validation.field("from", "must be before `to`")
-    if stop - begin > timedelta(days=max_days):
-        raise Validation.field(
-            "from",
-            f"the range covers more than {max_days} days (usage.latency_max_days): narrow it",
-        )
+    begin, stop = raw_range(start, end, max_days)
     return KeyLatency(
         key_id=key.id,
         start=begin,

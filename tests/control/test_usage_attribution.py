@@ -109,6 +109,9 @@ def test_totals_per_tag_value_end_user_model_and_key(
     for bad in ({"by": "tag:Team"}, {"by": "status"}, {"by": "model", "tag": "x"}):
         refused = admin.get("/v1/admin/usage/groups", **bad)
         assert refused.status_code == 422, bad
+    # The range sets how much a call reads: at most usage.latency_max_days.
+    wide = admin.get("/v1/admin/usage/groups", by="model", **{"from": "2020-01-01T00:00:00Z"})
+    assert wide.status_code == 422 and set(error_fields(wide)) == {"from"}
 
     tenant = harness.as_token(admin.create_tenant_token("acme"))
     own = tenant.get("/v1/admin/usage/groups", by="tag:team").json()
