@@ -103,3 +103,20 @@ def ping(engine: Engine) -> bool:
         return True
     except Exception:
         return False
+
+
+def insert_if_missing(session: Session, model: type[Base], **values: Any) -> None:
+    """`INSERT ... ON CONFLICT DO NOTHING`: a row another transaction inserts at the same moment
+    (a replica starting beside this one) is left as it is, where a read-then-insert would fail
+    on the primary key. On PostgreSQL the statement waits for that transaction, so what follows
+    sees its row."""
+    table = model.__table__
+    dialect = session.get_bind().dialect.name
+    insert: Any
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    else:
+        raise ValueError(f"unsupported database dialect {dialect!r}")
+    session.execute(insert(table).values(**values).on_conflict_do_nothing())

@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, CheckConstraint, String, Text, select, update
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from control.db import Base
+from control.db import Base, insert_if_missing
 from control.timeutil import utcnow
 
 
@@ -36,14 +36,17 @@ class Setting(Base):
 
 def lock_state(session: Session) -> ControlState:
     """Take the mutation lock of the database and return the state row (created if missing)."""
-    result = session.execute(
+    take = (
         update(ControlState)
         .where(ControlState.id == 1)
         .values(mutations=ControlState.mutations + 1, updated_at=utcnow())
     )
-    if result.rowcount == 0:  # type: ignore[attr-defined]
-        session.add(ControlState(id=1, config_version=0, mutations=1, updated_at=utcnow()))
-        session.flush()
+    if session.execute(take).rowcount == 0:  # type: ignore[attr-defined]
+        # A new database: whoever inserts first, every one of them then takes the row's lock.
+        insert_if_missing(
+            session, ControlState, id=1, config_version=0, mutations=0, updated_at=utcnow()
+        )
+        session.execute(take)
     state = session.scalars(select(ControlState).where(ControlState.id == 1)).one()
     session.refresh(state)
     return state
@@ -61,6 +64,7 @@ def get_setting(session: Session, name: str) -> str | None:
 def put_setting(session: Session, name: str, value: str) -> None:
     row = session.get(Setting, name)
     if row is None:
-        session.add(Setting(name=name, value=value))
-    else:
+        insert_if_missing(session, Setting, name=name, value=value)
+        row = session.get(Setting, name, populate_existing=True)
+    if row is not None:
         row.value = value

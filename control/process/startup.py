@@ -22,6 +22,7 @@ from control.fleet.channel import channel_name, is_postgresql, namespace
 from control.process.bootstrap import apply_bootstrap, ensure_admin_token
 from control.process.secrets_setup import resolve_cipher, resolve_pepper
 from control.process.settings import Settings
+from control.process.startup_turn import startup_turn
 from control.usage.drainer import usage_drainer
 
 log = logging.getLogger("sluicegate.control")
@@ -46,8 +47,9 @@ def prepare(
         raise StartupError(f"cannot reach or migrate the database: {e.orig}") from None
     try:
         sessions = session_factory(engine)
-        pepper = resolve_pepper(settings, sessions, embedded=is_sqlite(settings.database.url))
-        cipher = resolve_cipher(settings, sessions)
+        with startup_turn(engine, stop):
+            pepper = resolve_pepper(settings, sessions, embedded=is_sqlite(settings.database.url))
+            cipher = resolve_cipher(settings, sessions)
         drainer = usage_drainer(bridge, sessions, settings.usage)
         if not drainer.drain(stop=stop):
             raise StartupError("stopped before the usage journal was replayed")
@@ -71,8 +73,9 @@ def prepare(
             admin_limits=AdminRateLimits(settings.admin),
             fleet_schema=schema,
         )
-        token = ensure_admin_token(ctx)
-        created = apply_bootstrap(ctx, settings.bootstrap)
+        with startup_turn(engine, stop):
+            token = ensure_admin_token(ctx)
+            created = apply_bootstrap(ctx, settings.bootstrap)
         if created:
             log.info("bootstrap created %s", ", ".join(created))
         try:

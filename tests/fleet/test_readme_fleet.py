@@ -137,6 +137,10 @@ def test_a_newcomer_following_run_a_fleet_sees_the_shared_limit_hold(
         assert SECONDS - 1 <= passed <= SECONDS + 2, passed
         assert refused > 10 * passed
         assert "edge-1" in cli(env, "fleet")
+    except AssertionError as e:
+        # What the replicas and HAProxy printed says why (a replica that exited, a port taken).
+        log = (tmp_path / "block.log").read_text(errors="replace")[-4000:]
+        raise AssertionError(f"{e}\n--- the block's output (tail) ---\n{log}") from None
     finally:
         stop_group(shell)
 
