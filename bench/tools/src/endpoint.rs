@@ -9,6 +9,7 @@ pub enum Endpoint {
     Embeddings,
     Messages,
     Models,
+    Responses,
 }
 
 impl Endpoint {
@@ -21,6 +22,7 @@ impl Endpoint {
             "embeddings" => Endpoint::Embeddings,
             "messages" => Endpoint::Messages,
             "models" => Endpoint::Models,
+            "responses" => Endpoint::Responses,
             _ => return None,
         };
         Some(endpoint)
@@ -56,12 +58,13 @@ impl Endpoint {
             Endpoint::Embeddings => "embeddings",
             Endpoint::Messages => "messages",
             Endpoint::Models => "models",
+            Endpoint::Responses => "responses",
         }
     }
 
     /// Whether the endpoint generates text that can be streamed as server-sent events.
     pub fn can_stream(self) -> bool {
-        matches!(self, Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Messages)
+        matches!(self, Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Messages | Endpoint::Responses)
     }
 }
 
@@ -84,6 +87,8 @@ mod tests {
         assert_eq!(Endpoint::from_path("/v1/chat/completions"), Some(Endpoint::ChatCompletions));
         assert_eq!(Endpoint::from_path("/v1/messages/"), Some(Endpoint::Messages));
         assert_eq!(Endpoint::from_path("/v1/models"), Some(Endpoint::Models));
+        assert_eq!(Endpoint::from_path("/v1/responses"), Some(Endpoint::Responses));
+        assert_eq!(Endpoint::from_path("/v1/responses/resp_1"), None);
         assert_eq!(Endpoint::from_path("/v2/models"), None);
         assert_eq!(Endpoint::from_path("/v1/chat"), None);
         assert_eq!(Endpoint::Models.method(), Method::GET);

@@ -392,6 +392,7 @@ fn compile_pool(path: &str, p: &PoolConfig, lease: &mut Lease<'_>) -> Result<Poo
     Ok(Pool {
         id: Arc::from(p.id.as_str()),
         kind,
+        served: Pool::served_by(members.iter().map(|m| m.kind)),
         members,
         timeouts: pool_timeouts,
         gate: lease.gate(&p.id, &admission),

@@ -3,6 +3,8 @@
 
 use serde::Deserialize;
 
+use crate::endpoint::Endpoint;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigPayload {
@@ -207,6 +209,17 @@ impl ProviderKind {
     /// The API its members speak on the wire.
     pub fn speaks_openai(self) -> bool {
         matches!(self, ProviderKind::Openai | ProviderKind::AzureOpenai)
+    }
+
+    /// Whether its members answer `endpoint`: Anthropic's the Messages API only, OpenAI-compatible
+    /// servers every other one, Azure's deployments all but the Responses API (which Azure serves
+    /// at a path of its own, outside the deployment's).
+    pub fn serves(self, endpoint: Endpoint) -> bool {
+        match self {
+            ProviderKind::Anthropic => endpoint == Endpoint::Messages,
+            ProviderKind::Openai => endpoint != Endpoint::Messages,
+            ProviderKind::AzureOpenai => !matches!(endpoint, Endpoint::Messages | Endpoint::Responses),
+        }
     }
 }
 

@@ -152,6 +152,8 @@ pub struct Pool {
     pub id: Arc<str>,
     /// Every member of a pool speaks the same API.
     pub kind: ProviderKind,
+    /// The endpoints every member answers, one bit per `Endpoint::index` (see `serves`).
+    pub served: u8,
     pub members: Vec<Arc<Member>>,
     pub timeouts: PoolTimeouts,
     pub gate: Arc<PoolGate>,
@@ -160,6 +162,22 @@ pub struct Pool {
     pub health_check: Option<HealthCheckConfig>,
     pub state: Arc<PoolState>,
     pub series: Arc<PoolSeries>,
+}
+
+impl Pool {
+    /// Whether the pool takes requests for `endpoint`: every member answers it, so whichever the
+    /// picker chooses (or a retry moves to) can.
+    pub fn serves(&self, endpoint: Endpoint) -> bool {
+        self.served & (1 << endpoint.index()) != 0
+    }
+
+    /// The bits of `served` for members of these kinds.
+    pub fn served_by(kinds: impl Iterator<Item = ProviderKind> + Clone) -> u8 {
+        Endpoint::ALL
+            .iter()
+            .filter(|e| kinds.clone().all(|kind| kind.serves(**e)))
+            .fold(0, |bits, e| bits | (1 << e.index()))
+    }
 }
 
 /// One pool in a route's chain, with the upstream model name and the per-member series.

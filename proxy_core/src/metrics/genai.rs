@@ -9,8 +9,8 @@ use super::series::{GenAiSeries, ERROR_TYPES, OPERATIONS};
 use super::snapshot::FamilySnapshot;
 use super::Metrics;
 
-const LABELS: [&str; 8] = [
-    "gen_ai_operation_name",
+/// The labels of a GenAI series (`Metrics::genai`'s family), in its order.
+pub const SERIES_LABELS: [&str; 7] = [
     "gen_ai_provider_name",
     "gen_ai_request_model",
     "gen_ai_response_model",
@@ -20,9 +20,14 @@ const LABELS: [&str; 8] = [
     "upstream",
 ];
 
-fn labels(with: &'static str) -> Vec<&'static str> {
-    let mut out = LABELS.to_vec();
-    out.push(with);
+/// A series holds every operation: the exposition adds the operation's name before its labels.
+const OPERATION_LABEL: &str = "gen_ai_operation_name";
+
+/// The exposition's labels: the operation, the series', and `with` when given.
+fn labels(with: Option<&'static str>) -> Vec<&'static str> {
+    let mut out = vec![OPERATION_LABEL];
+    out.extend(SERIES_LABELS);
+    out.extend(with);
     out
 }
 
@@ -31,26 +36,26 @@ pub fn render_genai(metrics: &Metrics) -> Vec<FamilySnapshot> {
         "gen_ai_client_token_usage",
         "histogram",
         "Tokens per request, by type (input or output): OpenTelemetry gen_ai.client.token.usage.",
-        labels("gen_ai_token_type"),
+        labels(Some("gen_ai_token_type")),
     );
     let mut ttft = FamilySnapshot::with_labels(
         "gen_ai_server_time_to_first_token_seconds",
         "histogram",
         "Time to the first content token relayed: OpenTelemetry gen_ai.server.time_to_first_token.",
-        LABELS.to_vec(),
+        labels(None),
     );
     let mut tpot = FamilySnapshot::with_labels(
         "gen_ai_server_time_per_output_token_seconds",
         "histogram",
         "Time per output token after the first: OpenTelemetry gen_ai.server.time_per_output_token.",
-        LABELS.to_vec(),
+        labels(None),
     );
     let mut duration = FamilySnapshot::with_labels(
         "gen_ai_server_request_duration_seconds",
         "histogram",
         "Time from a request's arrival to its end, by error type (empty when it went well): \
 OpenTelemetry gen_ai.server.request.duration.",
-        labels("error_type"),
+        labels(Some("error_type")),
     );
     for (values, series) in metrics.genai.collect() {
         let series: &GenAiSeries = &series;

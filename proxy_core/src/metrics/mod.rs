@@ -42,15 +42,7 @@ impl Default for Metrics {
             global: GlobalSeries::default(),
             legs: Family::new(&["model", "pool", "upstream"]),
             pools: Family::new(&["pool"]),
-            genai: Family::new(&[
-                "gen_ai_provider_name",
-                "gen_ai_request_model",
-                "gen_ai_response_model",
-                "server_address",
-                "server_port",
-                "pool",
-                "upstream",
-            ]),
+            genai: Family::new(&genai::SERIES_LABELS),
             tenants: Family::new(&["tenant"]),
             tenant_series: AtomicUsize::new(DEFAULT_TENANT_SERIES),
         }
@@ -67,7 +59,7 @@ impl Metrics {
     }
 
     /// The GenAI series of a model alias on one member (labels in `genai`'s order).
-    pub fn genai(&self, labels: &[&str; 7]) -> Arc<GenAiSeries> {
+    pub fn genai(&self, labels: &[&str; genai::SERIES_LABELS.len()]) -> Arc<GenAiSeries> {
         self.genai.get_or_create(labels, GenAiSeries::default)
     }
 

@@ -110,7 +110,7 @@ pub fn operation_index(endpoint: Endpoint) -> usize {
     match endpoint {
         Endpoint::Completions => 1,
         Endpoint::Embeddings => 2,
-        Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::Models => 0,
+        Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::Responses | Endpoint::Models => 0,
     }
 }
 

@@ -21,7 +21,6 @@ use super::spans::AttemptSpan;
 use super::trace::{Leg, Trace, UsageGuard};
 use crate::admission::{Entry, Permit};
 use crate::config::{Member, Pool, ProviderKind, RouteLeg};
-use crate::endpoint::Endpoint;
 use crate::error::{ErrorKind, GatewayError};
 use crate::header_names::{
     ANTHROPIC_VERSION, RETRY_AFTER_MS, X_REQUEST_ID, X_SLUICEGATE_FALLBACK, X_SLUICEGATE_UPSTREAM,
@@ -31,13 +30,6 @@ use crate::sse::SseTap;
 use crate::upstream::headers::{client_response_headers, upstream_request_headers};
 use crate::upstream::ConnectTiming;
 use crate::usage::Outcome;
-
-pub fn serves(kind: ProviderKind, endpoint: Endpoint) -> bool {
-    match kind {
-        ProviderKind::Anthropic => endpoint == Endpoint::Messages,
-        ProviderKind::Openai | ProviderKind::AzureOpenai => endpoint != Endpoint::Messages,
-    }
-}
 
 fn upstream_request(
     member: &Member,
@@ -173,7 +165,7 @@ pub async fn forward(
     let mut deposited = false;
     for (leg_index, leg) in route.chain.iter().enumerate().skip(first_leg) {
         let pool = &leg.pool;
-        if !serves(pool.kind, ctx.endpoint) || pool.state.drilled() {
+        if !pool.serves(ctx.endpoint) || pool.state.drilled() {
             permit = None;
             continue;
         }
@@ -360,10 +352,7 @@ pub async fn forward(
         // Leaving this pool: an answer kept from it needs its slot, so relay it now if no other
         // pool is left to try; otherwise let the next pool have its go.
         if let Last::Answer(kept) = last {
-            if !route.chain[leg_index + 1..]
-                .iter()
-                .any(|l| serves(l.pool.kind, ctx.endpoint) && !l.pool.state.drilled())
-            {
+            if !route.chain[leg_index + 1..].iter().any(|l| l.pool.serves(ctx.endpoint) && !l.pool.state.drilled()) {
                 let Kept { response, lease, member_index, sent_at } = *kept;
                 let attempt = Attempt { leg, member_index, leg_index, sent_at, permit: slot, lease };
                 return Ok(relay(response, &ctx, attempt, guard));

@@ -15,7 +15,7 @@ use super::auth::authenticate;
 use super::body::{read_body, BodyLimits};
 use super::context::{kept_headers, RequestCtx};
 use super::deferred::DeferredBody;
-use super::forward::{forward, serves};
+use super::forward::forward;
 use super::peek::{peek, Peeked};
 use super::respond::{self, ProxyBody};
 use super::shared::Shared;
@@ -92,6 +92,12 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respo
     let cors = req.headers().contains_key(header::ORIGIN);
     let result = match endpoint {
         Some(endpoint) => process(&shared, endpoint, req, &request_id, arrived).await,
+        None if Endpoint::stored_object(req.uri().path()).is_some() => Err(GatewayError::invalid(
+            "stored responses (/v1/responses/{id}: retrieve, delete, input_items, cancel) are not relayed: \
+             this gateway spreads requests over upstreams and its tenants share upstream accounts, so it \
+             can neither reach the upstream that holds a response nor tell whose it is; keep what the \
+             response returned, and send the conversation in 'input'",
+        )),
         None => {
             let path: String = req.uri().path().chars().take(200).collect();
             Err(GatewayError::new(ErrorKind::RouteNotFound, format!("unknown path {path}")))
@@ -303,7 +309,7 @@ async fn process(
                 .with_param("model"),
         ));
     }
-    if !route.chain.iter().any(|leg| serves(leg.pool.kind, endpoint)) {
+    if !route.chain.iter().any(|leg| leg.pool.serves(endpoint)) {
         return Err(refused(
             GatewayError::invalid(format!("the model '{}' is not served on {}", route.alias, endpoint.as_str()))
                 .with_param("model"),
@@ -363,7 +369,7 @@ async fn admit_and_forward(ctx: RequestCtx) -> Result<Response<ProxyBody>, Gatew
     let mut refused: Option<GatewayError> = None;
     let mut entered = None;
     for (i, leg) in ctx.route.chain.iter().enumerate() {
-        if !serves(leg.pool.kind, ctx.endpoint) {
+        if !leg.pool.serves(ctx.endpoint) {
             continue;
         }
         match leg.pool.gate.enter(ctx.priority, &ctx.key.tenant.id, ctx.deadline.map(tokio::time::Instant::from_std)) {

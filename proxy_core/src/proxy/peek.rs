@@ -93,6 +93,33 @@ fn field_error(field: &str, message: String) -> GatewayError {
     GatewayError::invalid(message).with_param(field.to_string())
 }
 
+/// A Responses API field that makes the upstream keep or read state between requests. The gateway
+/// does not relay those: it spreads a route's requests over its upstreams, so the next request
+/// may reach one that never saw the first; and its tenants share an upstream account, so an id
+/// from one tenant would open another's stored conversation.
+fn stored_state(field: &str) -> GatewayError {
+    field_error(
+        field,
+        format!(
+            "'{field}' needs state an upstream keeps between requests, which this gateway does not relay; \
+             send the whole conversation in 'input' instead"
+        ),
+    )
+}
+
+/// Object keys (quoted, as they appear in JSON) that name something stored in an upstream
+/// account: a file, a vector store. Tenants share the account, so the object may be another's.
+const STORED_REFERENCES: &[&str] = &["\"file_id\"", "\"vector_store_ids\""];
+
+/// The first stored-object key in a raw JSON value. A quoted name followed by `:` can only be
+/// a key: inside a string, its quotes would be escaped.
+fn stored_reference(raw: &str) -> Option<&'static str> {
+    STORED_REFERENCES
+        .iter()
+        .copied()
+        .find(|quoted| raw.match_indices(quoted).any(|(at, q)| raw[at + q.len()..].trim_start().starts_with(':')))
+}
+
 fn parse_field<'a, T: Deserialize<'a>>(field: &str, raw: &'a RawValue, what: &str) -> Result<T, GatewayError> {
     serde_json::from_str(raw.get()).map_err(|_| field_error(field, format!("'{field}' must be {what}")))
 }
@@ -129,6 +156,18 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
         }
         if FORBIDDEN_FIELDS.contains(&key.as_ref()) {
             return Err(field_error(key, format!("field '{key}' is not allowed: upstreams are chosen by the gateway")));
+        }
+        if endpoint == Endpoint::Responses && matches!(key.as_ref(), "input" | "tools") {
+            if let Some(quoted) = stored_reference(raw.get()) {
+                let name = quoted.trim_matches('"');
+                return Err(field_error(
+                    key,
+                    format!(
+                        "'{key}' names an object stored in the upstream account ('{name}'), which this gateway \
+                         does not relay: the account is shared, so it may not be yours; send the content itself"
+                    ),
+                ));
+            }
         }
         match key.as_ref() {
             "model" => {
@@ -183,16 +222,31 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
                     peeked.end_user = Some(attribution::end_user("metadata.user_id", &id)?);
                 }
             }
+            // `null` is the same as leaving the field out.
+            "previous_response_id" | "conversation" if endpoint == Endpoint::Responses && raw.get() != "null" => {
+                return Err(stored_state(key));
+            }
+            "background" if endpoint == Endpoint::Responses => {
+                let background: Option<bool> = parse_field(key, raw, "a boolean")?;
+                if background == Some(true) {
+                    return Err(stored_state(key));
+                }
+            }
+            // The Responses API's output schema (`text.format`) reaches the model as prompt text.
+            "text" if endpoint == Endpoint::Responses => {
+                peeked.prompt.add(TextMeasure { chars: raw.get().chars().count() as u64, token_ids: 0 });
+            }
             k if SCHEMA_FIELDS.contains(&k) => {
                 // Tool and schema definitions reach the model as prompt text: count their JSON.
                 peeked.prompt.add(TextMeasure { chars: raw.get().chars().count() as u64, token_ids: 0 });
             }
-            "messages" | "prompt" | "input" | "system" => {
+            "messages" | "prompt" | "input" | "system" | "instructions" => {
                 let wanted = match endpoint {
                     Endpoint::ChatCompletions => key == "messages",
                     Endpoint::Messages => key == "messages" || key == "system",
                     Endpoint::Completions => key == "prompt",
                     Endpoint::Embeddings => key == "input",
+                    Endpoint::Responses => key == "input" || key == "instructions",
                     Endpoint::Models => false,
                 };
                 if wanted {
@@ -285,6 +339,62 @@ mod tests {
     fn rewrite(body: &str, want_usage: bool) -> String {
         let p = peek(Endpoint::ChatCompletions, Bytes::from(body.to_string())).unwrap();
         String::from_utf8(p.rewrite(b"\"up-model\"", want_usage, None).unwrap().to_vec()).unwrap()
+    }
+
+    #[test]
+    fn responses_read_input_and_instructions_and_cap_max_output_tokens() {
+        let body = r#"{"model":"a","instructions":"abcdefgh","input":[{"role":"user","content":[{"type":"input_text","text":"abcd"}]}],
+            "stream":true,"text":{"format":{"type":"text"}},"messages":"ignored here","previous_response_id":null}"#;
+        let p = peek(Endpoint::Responses, Bytes::from(body)).unwrap();
+        assert!(p.stream);
+        // 12 characters of text, and the output schema's JSON.
+        let schema = r#"{"format":{"type":"text"}}"#.chars().count() as u64;
+        assert_eq!(p.prompt, TextMeasure { chars: 12 + schema, token_ids: 0 });
+        let capped = p.rewrite(b"\"up\"", false, Some((64, "max_output_tokens"))).unwrap();
+        let sent: serde_json::Value = serde_json::from_slice(&capped).unwrap();
+        assert_eq!((sent["model"].as_str(), sent["max_output_tokens"].as_u64()), (Some("up"), Some(64)));
+        let asked =
+            peek(Endpoint::Responses, Bytes::from_static(br#"{"model":"a","max_output_tokens":100000}"#)).unwrap();
+        assert_eq!(asked.max_tokens, Some(100000));
+        let lowered = asked.rewrite(b"\"up\"", false, Some((50, "max_output_tokens"))).unwrap();
+        assert_eq!(&lowered[..], br#"{"model":"up","max_output_tokens":50}"#);
+    }
+
+    #[test]
+    fn responses_that_need_upstream_state_are_refused_naming_the_field() {
+        for (body, field) in [
+            (r#"{"model":"a","previous_response_id":"resp_1"}"#, "previous_response_id"),
+            (r#"{"model":"a","conversation":{"id":"conv_1"}}"#, "conversation"),
+            (r#"{"model":"a","conversation":"conv_1"}"#, "conversation"),
+            (r#"{"model":"a","background":true}"#, "background"),
+        ] {
+            let e = peek(Endpoint::Responses, Bytes::from(body)).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(field), "{body}");
+            assert!(e.message.contains("'input'"), "{}", e.message);
+        }
+        let e = peek(Endpoint::Responses, Bytes::from_static(br#"{"model":"a","background":"yes"}"#)).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("background"));
+        assert!(
+            peek(Endpoint::Responses, Bytes::from_static(br#"{"model":"a","background":false,"store":false}"#)).is_ok()
+        );
+        for (body, field) in [
+            (
+                r#"{"model":"a","input":[{"role":"user","content":[{"type":"input_file","file_id" : "file-1"}]}]}"#,
+                "input",
+            ),
+            (r#"{"model":"a","tools":[{"type":"file_search","vector_store_ids":["vs_1"]}]}"#, "tools"),
+        ] {
+            let e = peek(Endpoint::Responses, Bytes::from(body)).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(field), "{body}");
+            assert!(e.message.contains("stored in the upstream account"), "{}", e.message);
+        }
+        // The names as text are text.
+        let quoted = r#"{"model":"a","input":"say \"file_id\": and \"vector_store_ids\"","tools":["file_id"]}"#;
+        assert!(peek(Endpoint::Responses, Bytes::from(quoted)).is_ok());
+        // On chat the names mean nothing to the gateway.
+        assert!(
+            peek(Endpoint::ChatCompletions, Bytes::from_static(br#"{"model":"a","previous_response_id":"x"}"#)).is_ok()
+        );
     }
 
     #[test]

@@ -74,7 +74,8 @@ pub fn json(status: StatusCode, body: Vec<u8>) -> Response<ProxyBody> {
 pub fn error_body(flavor: Flavor, error: &GatewayError) -> Vec<u8> {
     let kind = error.kind;
     let value = match flavor {
-        Flavor::OpenAi => serde_json::json!({
+        // The Responses API answers errors as chat does.
+        Flavor::OpenAi | Flavor::Responses => serde_json::json!({
             "error": {
                 "message": error.message,
                 "type": kind.openai_type(),

@@ -18,18 +18,27 @@ use crate::error::ErrorKind;
 /// The terminal event written when a stream fails after its headers went out: the SDKs raise on
 /// it, where a clean `[DONE]` would pass a truncated answer off as complete.
 pub fn error_event(flavor: Flavor, kind: ErrorKind, message: &str) -> Bytes {
+    let error = serde_json::json!({"message": message, "type": kind.openai_type(), "param": null, "code": kind.code()});
     let body = match flavor {
-        Flavor::OpenAi => serde_json::json!({
-            "error": {"message": message, "type": kind.openai_type(), "param": null, "code": kind.code()}
-        }),
+        Flavor::OpenAi => serde_json::json!({ "error": error }),
         Flavor::Anthropic => serde_json::json!({
             "type": "error",
             "error": {"type": kind.anthropic_type(), "message": message}
         }),
+        // The Responses API's `error` event, with the `error` object the openai SDKs raise on
+        // (they hand a bare `error` event to the application as one more event).
+        Flavor::Responses => serde_json::json!({
+            "type": "error",
+            "code": kind.code(),
+            "message": message,
+            "param": null,
+            "sequence_number": 0,
+            "error": error,
+        }),
     };
     let prefix = match flavor {
         Flavor::OpenAi => "",
-        Flavor::Anthropic => "event: error\n",
+        Flavor::Anthropic | Flavor::Responses => "event: error\n",
     };
     Bytes::from(format!("{prefix}data: {body}\n\n"))
 }

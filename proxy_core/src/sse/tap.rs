@@ -73,7 +73,7 @@ struct AnthropicEvent<'a> {
     #[serde(rename = "type", borrow)]
     kind: std::borrow::Cow<'a, str>,
     #[serde(default)]
-    message: Option<AnthropicMessage>,
+    message: Option<WithUsage>,
     #[serde(default)]
     usage: Option<UsageProbe>,
     #[serde(default)]
@@ -81,9 +81,22 @@ struct AnthropicEvent<'a> {
 }
 
 #[derive(Deserialize)]
-struct AnthropicMessage {
+struct WithUsage {
     #[serde(default)]
     usage: Option<UsageProbe>,
+}
+
+/// A Responses API event: `response.*.delta` events carry generated text (or tool-call
+/// arguments, a refusal, a reasoning summary); the final `response.*` events carry the whole
+/// response with its usage.
+#[derive(Deserialize)]
+struct ResponsesEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(default, borrow)]
+    delta: Option<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    response: Option<WithUsage>,
 }
 
 /// What the tap decided about one event.
@@ -154,7 +167,32 @@ impl SseTap {
         match self.flavor {
             Flavor::OpenAi => self.observe_openai(&data),
             Flavor::Anthropic => self.observe_anthropic(&data),
+            Flavor::Responses => self.observe_responses(&data),
         }
+    }
+
+    fn observe_responses(&mut self, data: &[u8]) -> Verdict {
+        let Ok(event) = serde_json::from_slice::<ResponsesEvent<'_>>(data) else {
+            return Verdict::Forward { content: false };
+        };
+        let kind = event.kind.as_ref();
+        let content = kind.ends_with(".delta") && event.delta.is_some_and(|d| d.get() != "\"\"");
+        match kind {
+            // The response ended as it should: whole, or cut at its output cap.
+            "response.completed" | "response.incomplete" => self.stats.terminated = true,
+            "response.failed" | "error" => self.stats.upstream_error = true,
+            _ => {}
+        }
+        // The final events carry the response's whole usage; earlier ones carry `null`.
+        if let Some(probe) = event.response.and_then(|r| r.usage).filter(|u| !u.is_empty()) {
+            let mut usage = TokenUsage::default();
+            probe.merge_into(&mut usage);
+            self.stats.usage = Some(usage);
+        }
+        if content {
+            self.stats.content_events += 1;
+        }
+        Verdict::Forward { content }
     }
 
     fn observe_openai(&mut self, data: &[u8]) -> Verdict {
@@ -290,6 +328,39 @@ mod tests {
         let mut tap = SseTap::new(Flavor::OpenAi, false);
         tap.feed(Bytes::from("data: {\"error\":{\"message\":\"boom\"}}\n\n"));
         assert!(tap.stats.upstream_error);
+    }
+
+    #[test]
+    fn responses_deltas_count_and_the_completed_event_carries_usage_and_ends_the_stream() {
+        let mut tap = SseTap::new(Flavor::Responses, false);
+        let stream = concat!(
+            "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"usage\":null}}\n\n",
+            "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"delta\":\"hi\"}\n\n",
+            "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":2,\"delta\":\"\"}\n\n",
+            "event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"delta\":\"{\\\"a\"}\n\n",
+            "event: response.output_text.done\ndata: {\"type\":\"response.output_text.done\",\"text\":\"hi\"}\n\n",
+        );
+        let fed = tap.feed(Bytes::from(stream));
+        assert_eq!(fed.out.unwrap(), stream);
+        assert!(fed.content);
+        assert_eq!(tap.stats.content_events, 2, "empty deltas carry nothing");
+        assert!(!tap.stats.terminated && tap.stats.usage.is_none());
+        let completed = concat!(
+            "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",",
+            "\"usage\":{\"input_tokens\":20,\"input_tokens_details\":{\"cached_tokens\":8},\"output_tokens\":9,",
+            "\"output_tokens_details\":{\"reasoning_tokens\":6},\"total_tokens\":29}}}\n\n"
+        );
+        assert_eq!(tap.feed(Bytes::from(completed)).out.unwrap(), completed);
+        assert!(tap.stats.terminated && !tap.stats.upstream_error);
+        let counted = TokenUsage { prompt: 20, completion: 9, cached: 8, cache_write: 0, reasoning: 6 };
+        assert_eq!(tap.stats.usage, Some(counted));
+
+        let mut failed = SseTap::new(Flavor::Responses, false);
+        failed.feed(Bytes::from("event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{}}\n\n"));
+        assert!(failed.stats.upstream_error && !failed.stats.terminated);
+        let mut cut = SseTap::new(Flavor::Responses, false);
+        cut.feed(Bytes::from("event: response.incomplete\ndata: {\"type\":\"response.incomplete\"}\n\n"));
+        assert!(cut.stats.terminated, "an answer cut at its output cap ended as it should");
     }
 
     mod properties {

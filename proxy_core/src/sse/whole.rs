@@ -1,7 +1,8 @@
 //! The meter of a whole (non-streaming) JSON answer: reads the body as it is relayed, chunk by
 //! chunk, in constant memory, and finds what billing needs: the top-level `usage` object, and
 //! for an answer without one, the text it generated (`choices[].message.content`,
-//! `choices[].text`, Anthropic's top-level `content`, measured by the `tokens` module's rule).
+//! `choices[].text`, Anthropic's top-level `content`, the Responses API's `output`, measured
+//! by the `tokens` module's rule).
 //!
 //! Nothing is buffered but the `usage` value itself (bounded), so an answer of any size is billed:
 //! from its usage when it has one, else from its text, and if it is not JSON at all, from the
@@ -138,7 +139,8 @@ fn child_ctx(parent: Option<Frame>, key: &[u8]) -> Ctx {
         (Container::Object, Ctx::Root) => match key {
             b"usage" => Ctx::Usage,
             b"choices" => Ctx::Choices,
-            b"content" => Ctx::Measure,
+            // Anthropic's `content`, the Responses API's `output` (items with `content` parts).
+            b"content" | b"output" => Ctx::Measure,
             _ => Ctx::Ignore,
         },
         (Container::Object, Ctx::Choice) => match key {
@@ -469,6 +471,7 @@ mod tests {
         struct Body {
             choices: Option<Vec<Choice>>,
             content: Option<Measured>,
+            output: Option<Measured>,
         }
         let usage = usage_of_body(body);
         let Ok(parsed) = serde_json::from_slice::<Body>(body) else {
@@ -483,7 +486,7 @@ mod tests {
                 total.add(m);
             }
         }
-        if let Some(Measured(m)) = parsed.content {
+        for Measured(m) in [parsed.content, parsed.output].into_iter().flatten() {
             total.add(m);
         }
         (usage, if total == TextMeasure::default() { 0 } else { total.tokens() })
@@ -533,6 +536,9 @@ mod tests {
         let anthropic =
             br#"{"content":[{"type":"text","text":"12345678"},{"type":"tool_use","input":{"text":"ignored"}}]}"#;
         assert_eq!(meter(&[anthropic]), (None, 2));
+        let responses = br#"{"object":"response","output":[{"type":"reasoning","summary":[]},
+            {"type":"message","id":"msg_1","content":[{"type":"output_text","text":"12345678","annotations":[]}]}]}"#;
+        assert_eq!(meter(&[responses]), (None, 2));
         assert_eq!(meter(&[br#"{"choices":[]}"#]), (None, 0));
         assert_eq!(meter(&[br#"{"choices":[{"text":[1,2,3]}]}"#]), (None, 3));
     }

@@ -274,6 +274,7 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
     let id = match endpoint {
         Endpoint::Messages => format!("msg_{n:x}"),
         Endpoint::Completions => format!("cmpl-{n:x}"),
+        Endpoint::Responses => format!("resp_{n:x}"),
         _ => format!("chatcmpl-{n:x}"),
     };
 

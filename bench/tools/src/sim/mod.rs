@@ -8,6 +8,7 @@ mod parts;
 mod prompt;
 mod record;
 mod request;
+mod responses;
 mod stream;
 mod timing;
 mod wire;

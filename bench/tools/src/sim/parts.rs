@@ -50,6 +50,18 @@ impl UsageParts {
         usage
     }
 
+    /// The Responses API's `usage`: `input_tokens` includes the cached ones, and the details are
+    /// always there (as OpenAI sends them).
+    pub fn responses_usage(&self, prompt: u64, completion: u64) -> Value {
+        json!({
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": self.cached},
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": self.reasoning},
+            "total_tokens": prompt + completion,
+        })
+    }
+
     /// Anthropic's prompt counts: `input_tokens` holds only the tokens read from neither cache
     /// part. (Anthropic reports no reasoning count: thinking is output.)
     pub fn anthropic_prompt(&self, prompt: u64) -> Map<String, Value> {
@@ -84,6 +96,9 @@ mod tests {
         let openai = parts.openai_usage(20, 5);
         assert_eq!(openai["prompt_tokens_details"]["cached_tokens"], 8);
         assert_eq!(openai["completion_tokens_details"]["reasoning_tokens"], 3);
+        let responses = parts.responses_usage(20, 5);
+        assert_eq!((responses["input_tokens"].as_u64(), responses["total_tokens"].as_u64()), (Some(20), Some(25)));
+        assert_eq!(responses["output_tokens_details"]["reasoning_tokens"], 3);
         let anthropic = parts.anthropic_prompt(20);
         assert_eq!(
             (anthropic["input_tokens"].as_u64(), anthropic["cache_read_input_tokens"].as_u64()),

@@ -44,6 +44,7 @@ struct Body {
     system: Option<Value>,
     prompt: Option<Value>,
     input: Option<Value>,
+    instructions: Option<Value>,
 }
 
 /// The prompt's fields for `endpoint`, each checked for its shape.
@@ -53,6 +54,7 @@ fn text_fields(endpoint: Endpoint, body: &Body) -> Result<Vec<&Value>, String> {
         Endpoint::Messages => &[("system", &body.system), ("messages", &body.messages)],
         Endpoint::Completions => &[("prompt", &body.prompt)],
         Endpoint::Embeddings => &[("input", &body.input)],
+        Endpoint::Responses => &[("instructions", &body.instructions), ("input", &body.input)],
         Endpoint::Models => &[],
     };
     let mut fields = Vec::new();
@@ -165,6 +167,9 @@ mod tests {
         assert_eq!(tokens(Endpoint::Messages), 3);
         assert_eq!(tokens(Endpoint::Completions), 1);
         assert_eq!(tokens(Endpoint::Embeddings), 2);
+        let responses = br#"{"model":"m","instructions":"abcdabcd","prompt":{"id":"pmpt_1"},
+            "input":[{"role":"user","content":[{"type":"input_text","text":"abcd"}]}]}"#;
+        assert_eq!(read(Endpoint::Responses, responses).unwrap().prompt_tokens, 3);
     }
 
     #[test]

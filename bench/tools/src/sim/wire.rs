@@ -1,10 +1,11 @@
-//! What the simulator writes: OpenAI chat/completion chunks, Anthropic events, whole-response
-//! bodies and errors. Per-request prefixes are serialized once; a token frame is three copies.
+//! What the simulator writes: OpenAI chat/completion chunks, Anthropic events, Responses API
+//! events (`responses.rs`), whole-response bodies and errors. Per-request prefixes are serialized once; a token frame is three copies.
 
 use bytes::{Bytes, BytesMut};
 use serde_json::json;
 
 use super::parts::UsageParts;
+use super::responses::{ResponseIds, PREAMBLE};
 use crate::endpoint::Endpoint;
 
 /// JSON-safe token texts (no escaping needed), cycled through.
@@ -39,6 +40,8 @@ pub struct StreamWire {
     parts: UsageParts,
     token_prefix: Bytes,
     token_suffix: Bytes,
+    /// The Responses API's events are numbered: built per frame.
+    responses: Option<ResponseIds>,
 }
 
 impl StreamWire {
@@ -76,11 +79,15 @@ impl StreamWire {
             parts,
             token_prefix: Bytes::from(prefix),
             token_suffix: Bytes::from(suffix),
+            responses: (endpoint == Endpoint::Responses).then(|| ResponseIds::new(id, model, created)),
         }
     }
 
     /// Frames sent before the first token.
     pub fn preamble(&self, prompt_tokens: u64, with_usage: bool) -> Vec<Bytes> {
+        if let Some(responses) = &self.responses {
+            return responses.preamble();
+        }
         let (id, model, created) = (&self.id, &self.model_json, self.created);
         match self.endpoint {
             Endpoint::Messages => {
@@ -106,11 +113,18 @@ impl StreamWire {
     }
 
     pub fn token(&self, i: u32) -> Bytes {
+        if let Some(responses) = &self.responses {
+            return responses.token(i, token_text(i));
+        }
         concat(&[&self.token_prefix, token_text(i).as_bytes(), &self.token_suffix])
     }
 
     /// Frames after the last token: finish reason, usage (when asked and not suppressed), end.
     pub fn epilogue(&self, prompt_tokens: u64, completion: u32, finish: &str, with_usage: bool) -> Vec<Bytes> {
+        if let Some(responses) = &self.responses {
+            let usage = with_usage.then(|| self.parts.responses_usage(prompt_tokens, u64::from(completion)));
+            return responses.epilogue(completion, &completion_text(completion), finish, usage);
+        }
         let (id, model, created) = (&self.id, &self.model_json, self.created);
         match self.endpoint {
             Endpoint::Messages => {
@@ -148,6 +162,9 @@ impl StreamWire {
     }
 
     pub fn done(&self) -> Bytes {
+        if let Some(responses) = &self.responses {
+            return responses.end(PREAMBLE, "stop", None, None);
+        }
         match self.endpoint {
             Endpoint::Messages => Bytes::from_static(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"),
             _ => Bytes::from_static(b"data: [DONE]\n\n"),
@@ -190,6 +207,10 @@ impl Answer<'_> {
                     "stop_sequence": null,
                     "usage": usage,
                 })
+            }
+            Endpoint::Responses => {
+                let usage = self.parts.responses_usage(prompt, u64::from(completion));
+                ResponseIds::new(id, model, created).object(Some(finish), Some(text.as_str()), Some(usage))
             }
             Endpoint::Completions => json!({
                 "id": id, "object": "text_completion", "created": created, "model": model,
