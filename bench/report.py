@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import fleet, overload, progress, standard_client, tls, tracing
+from bench import fleet, overload, progress, standard_client, tls, tracing, translation
 
 
 def _f(v: Any, digits: int = 2) -> str:
@@ -233,6 +233,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["", overload.markdown(results["overload"])]
     if results.get("tracing"):
         lines += ["", tracing.markdown(results["tracing"])]
+    if results.get("translation"):
+        lines += ["", translation.markdown(results["translation"])]
     if results.get("tls"):
         lines += ["", tls.markdown(results["tls"])]
     if results.get("fleet"):

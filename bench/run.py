@@ -27,6 +27,7 @@ from bench import (
     standard_client,
     tls,
     tracing,
+    translation,
 )
 from bench.gateway import start_bare_core, start_gateway
 from bench.nginx import start_nginx
@@ -44,6 +45,7 @@ def main() -> int:
     parser.add_argument("--skip-tracing", action="store_true")
     parser.add_argument("--skip-progress", action="store_true")
     parser.add_argument("--skip-tls", action="store_true")
+    parser.add_argument("--skip-translation", action="store_true")
     args = parser.parse_args()
     seconds = 3 if args.quick else 10
     levels = [200, 400] if args.quick else [1000, 2000, 5000, 10000]
@@ -121,6 +123,13 @@ def main() -> int:
         if not args.skip_tracing:
             results["tracing"] = tracing.run_with_sim(
                 workdir / "tracing",
+                3 if args.quick else 8,
+                2 if args.quick else 4,
+                (proxy_cpu, client_cpu),
+            )
+        if not args.skip_translation:
+            results["translation"] = translation.run_with_sim(
+                workdir / "translation",
                 3 if args.quick else 8,
                 2 if args.quick else 4,
                 (proxy_cpu, client_cpu),

@@ -1,5 +1,6 @@
-//! Micro-benchmarks of the request path's pieces: key lookup, the SSE tap, a limiter check over
-//! 10k keys, and an admission lane push/pop. Run with `cargo bench -p proxy_core`.
+//! Micro-benchmarks of the request path's pieces: key lookup, the SSE tap (plain and translating
+//! between APIs), a limiter check over 10k keys, and an admission lane push/pop. Run with
+//! `cargo bench -p proxy_core`.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use sluicegate_core::endpoint::Flavor;
 use sluicegate_core::limits::{self, Estimate, LimitState, Scope};
 use sluicegate_core::metrics::Metrics;
 use sluicegate_core::sse::SseTap;
+use sluicegate_core::translate::{StreamTranslator, Translation};
 use sluicegate_core::upstream::AddressGuard;
 
 const PEPPER: &str = "bench-pepper-0123456789abcdef";
@@ -45,6 +47,26 @@ fn sse_tap(c: &mut Criterion) {
     );
     let mut tap = SseTap::new(Flavor::OpenAi, true);
     c.bench_function("sse tap (one OpenAI chunk)", |b| b.iter(|| black_box(tap.feed(chunk.clone()))));
+}
+
+/// The tap with translation: one upstream chunk read for usage and written in the client's API.
+fn translated_tap(c: &mut Criterion) {
+    let anthropic = Bytes::from_static(
+        b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" sluice\"}}\n\n",
+    );
+    let translator = StreamTranslator::new(Translation::ChatToMessages, false, 1_796_000_000);
+    let mut tap = SseTap::translating(Flavor::Anthropic, translator);
+    c.bench_function("sse tap translating (one Anthropic delta to a chat chunk)", |b| {
+        b.iter(|| black_box(tap.feed(anthropic.clone())))
+    });
+    let openai = Bytes::from_static(
+        b"data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1796000000,\"model\":\"sim\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" sluice\"},\"finish_reason\":null}],\"usage\":null}\n\n",
+    );
+    let translator = StreamTranslator::new(Translation::MessagesToChat, false, 1_796_000_000);
+    let mut tap = SseTap::translating(Flavor::OpenAi, translator);
+    c.bench_function("sse tap translating (one chat chunk to an Anthropic delta)", |b| {
+        b.iter(|| black_box(tap.feed(openai.clone())))
+    });
 }
 
 fn bucket_check(c: &mut Criterion) {
@@ -81,5 +103,5 @@ fn lane_push_pop(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, key_lookup, sse_tap, bucket_check, lane_push_pop);
+criterion_group!(benches, key_lookup, sse_tap, translated_tap, bucket_check, lane_push_pop);
 criterion_main!(benches);

@@ -36,6 +36,7 @@ pub mod sync_shim;
 pub mod telemetry;
 pub mod tls;
 pub mod tokens;
+pub mod translate;
 pub mod upstream;
 pub mod usage;
 

@@ -61,13 +61,19 @@ def test_an_azure_pool_is_reached_at_its_deployments(
             assert "[DONE]" in s.read().decode()
         embedded = client.post("/v1/embeddings", json={"model": "gpt", "input": "hello"})
         assert embedded.status_code == 200, embedded.text
-        refused = client.post("/v1/messages", json=chat)
-        assert refused.status_code == 400  # Azure OpenAI does not speak Anthropic's API
-    seen = _record(record, 3)
+        # Anthropic's API reaches the deployment translated into chat completions.
+        translated = client.post("/v1/messages", json=chat)
+        assert translated.status_code == 200, translated.text
+        assert translated.json()["type"] == "message"
+        # Azure serves the Responses API outside the deployment's path: not through this pool.
+        refused = client.post("/v1/responses", json={"model": "gpt", "input": "hello"})
+        assert refused.status_code == 400
+    seen = _record(record, 4)
     assert [(r["endpoint"], r["model"], r["status"]) for r in seen] == [
         ("chat_completions", "gpt-4o-deploy", 200),
         ("chat_completions", "gpt-4o-deploy", 200),
         ("embeddings", "gpt-4o-deploy", 200),
+        ("chat_completions", "gpt-4o-deploy", 200),
     ]
 
 

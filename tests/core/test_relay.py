@@ -151,7 +151,16 @@ def test_anthropic_route_uses_x_api_key_upstream(relay: Relay) -> None:
     assert seen["anthropic-version"] == "2023-06-01"
 
 
-def test_wrong_endpoint_for_the_pool_kind(relay: Relay) -> None:
+def test_the_other_api_reaches_the_pool_translated(relay: Relay) -> None:
+    hello = [{"role": "user", "content": "hi"}]
+    r = httpx.post(
+        relay.url + "/v1/messages",
+        headers=relay.key.headers,
+        json={"model": "gpt-test", "max_tokens": 1, "messages": hello},
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["type"] == "message" and r.json()["role"] == "assistant"
+    # What cannot be translated is refused in the client's own format.
     r = httpx.post(
         relay.url + "/v1/messages",
         headers=relay.key.headers,
@@ -159,6 +168,7 @@ def test_wrong_endpoint_for_the_pool_kind(relay: Relay) -> None:
     )
     assert r.status_code == 400
     assert r.json()["type"] == "error" and r.json()["error"]["type"] == "invalid_request_error"
+    assert "messages" in r.json()["error"]["message"]
 
 
 def test_cors_preflight_reflects_requested_headers(relay: Relay) -> None:

@@ -18,6 +18,7 @@ use crate::metrics::{GenAiSeries, LegSeries, PoolSeries, TenantSeries};
 use crate::routing::{MemberState, PoolState, RetryPolicy};
 use crate::sse::TokenUsage;
 use crate::stats::Windows;
+use crate::translate::Translation;
 use crate::upstream::UpstreamClient;
 
 pub struct Snapshot {
@@ -165,10 +166,22 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Whether the pool takes requests for `endpoint`: every member answers it, so whichever the
-    /// picker chooses (or a retry moves to) can.
+    /// Whether the pool takes requests for `endpoint`: every member answers it (so whichever the
+    /// picker chooses, or a retry moves to, can), or answers the API it translates to.
     pub fn serves(&self, endpoint: Endpoint) -> bool {
+        self.serves_natively(endpoint) || Translation::between(endpoint, self.served).is_some()
+    }
+
+    pub fn serves_natively(&self, endpoint: Endpoint) -> bool {
         self.served & (1 << endpoint.index()) != 0
+    }
+
+    /// How a request for `endpoint` must be translated to reach this pool (`None`: as it is).
+    pub fn translation(&self, endpoint: Endpoint) -> Option<Translation> {
+        if self.serves_natively(endpoint) {
+            return None;
+        }
+        Translation::between(endpoint, self.served)
     }
 
     /// The bits of `served` for members of these kinds.

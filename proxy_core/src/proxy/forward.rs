@@ -15,7 +15,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 
 use super::context::RequestCtx;
-use super::relay::{RelayBody, RelayMode, Timers};
+use super::relay::{RelayBody, RelayMode, Timers, Translating};
 use super::respond::ProxyBody;
 use super::spans::AttemptSpan;
 use super::trace::{Leg, Trace, UsageGuard};
@@ -26,7 +26,8 @@ use crate::header_names::{
     ANTHROPIC_VERSION, RETRY_AFTER_MS, X_REQUEST_ID, X_SLUICEGATE_FALLBACK, X_SLUICEGATE_UPSTREAM,
 };
 use crate::routing::{pick_member, Availability, MemberLease, RetryReason, Verdict};
-use crate::sse::SseTap;
+use crate::sse::{SseTap, WholeBodyMeter};
+use crate::translate::{translate_request, StreamTranslator, Translation};
 use crate::upstream::headers::{client_response_headers, upstream_request_headers};
 use crate::upstream::ConnectTiming;
 use crate::usage::Outcome;
@@ -227,13 +228,16 @@ pub async fn forward(
             if let Some(trace) = guard.trace() {
                 trace.set_leg(Leg::new(leg, mi), leg_index);
             }
-            let body = match ctx.peeked.rewrite(&leg.model_json, want_usage, ctx.cap_edit()) {
+            let translation = pool.translation(ctx.endpoint);
+            let body = match upstream_body(&ctx, leg, want_usage, translation) {
                 Ok(body) => body,
                 Err(e) => return Err(fail(&mut guard, e, Outcome::UpstreamError)),
             };
             let traced = ctx.shared.tracer.is_some();
             let attempt_span = if traced { crate::telemetry::new_span_id() } else { 0 };
-            let request = upstream_request(member, &leg.uris[mi][ctx.endpoint.index()], &ctx, body, attempt_span);
+            let upstream_endpoint = translation.map_or(ctx.endpoint, Translation::upstream_endpoint);
+            let uri = &leg.uris[mi][upstream_endpoint.index()];
+            let request = upstream_request(member, uri, &ctx, body, attempt_span);
             let sent_at = Instant::now();
             if let Some(trace) = guard.trace() {
                 trace.journal_begin(&ctx.shared);
@@ -374,9 +378,51 @@ pub async fn forward(
     Err(fail(&mut guard, error, outcome))
 }
 
+/// The body sent to a leg's pool: the client's, with the leg's model, the gateway's cap and usage
+/// request, translated when the pool speaks the other API.
+fn upstream_body(
+    ctx: &RequestCtx,
+    leg: &RouteLeg,
+    want_usage: bool,
+    translation: Option<Translation>,
+) -> Result<Bytes, GatewayError> {
+    let body = ctx.peeked.rewrite(&leg.model_json, want_usage, ctx.cap_edit())?;
+    match translation {
+        Some(t) => translate_request(t, &body),
+        None => Ok(body),
+    }
+}
+
 /// How long the attempt's connection took to open, if the attempt opened it.
 fn connect_time(response: &Response<Incoming>, sent_at: Instant) -> Option<Duration> {
     response.extensions().get::<ConnectTiming>().filter(|t| t.finished >= sent_at).map(|t| t.took)
+}
+
+/// How an answer from a pool of the other API is relayed: a stream through the translating tap,
+/// anything else held whole and translated at its end (its length changes, so it goes chunked).
+fn translated_mode(
+    translation: Translation,
+    parts: &mut http::response::Parts,
+    is_sse: bool,
+    ctx: &RequestCtx,
+    member: &Member,
+) -> RelayMode {
+    parts.headers.remove(header::CONTENT_LENGTH);
+    if is_sse {
+        let translator =
+            StreamTranslator::new(translation, ctx.peeked.client_include_usage, crate::clock::unix_now() as u64);
+        let tap = SseTap::translating(translation.upstream_flavor(), translator);
+        return RelayMode::Stream { tap, flavor: ctx.endpoint.flavor() };
+    }
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let status = parts.status;
+    RelayMode::Translated(Box::new(Translating {
+        translation,
+        kept: Vec::new(),
+        error_status: (!status.is_success()).then_some(status.as_u16()),
+        meter: WholeBodyMeter::default(),
+        secret: member.secret.clone(),
+    }))
 }
 
 struct Attempt<'a> {
@@ -410,7 +456,10 @@ fn relay(
     let leg = attempt.leg;
     let timeouts = &leg.pool.timeouts;
     let flavor = ctx.endpoint.flavor();
-    let mode = if is_sse {
+    let translation = leg.pool.translation(ctx.endpoint);
+    let mode = if let Some(translation) = translation {
+        translated_mode(translation, &mut parts, is_sse, ctx, &leg.pool.members[attempt.member_index])
+    } else if is_sse {
         let hide_usage = ctx.want_usage() && !ctx.peeked.client_include_usage;
         if hide_usage {
             parts.headers.remove(header::CONTENT_LENGTH);

@@ -315,6 +315,11 @@ async fn process(
                 .with_param("model"),
         ));
     }
+    // A pool of the other API gets the request translated; what has no translation is refused
+    // now, before a fallback to that pool could turn it into a late 400.
+    if let Some(t) = route.chain.iter().find_map(|leg| leg.pool.translation(endpoint)) {
+        crate::translate::translate_request(t, peeked.body()).map_err(refused)?;
+    }
     if !shared.usage.has_room() {
         return Err(refused(
             GatewayError::new(

@@ -278,6 +278,11 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
 }
 
 impl Peeked {
+    /// The body as the client sent it.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
     /// The body to send upstream: the model replaced by `model_json` (a JSON string literal);
     /// when `want_usage`, `stream_options.include_usage` set to true; with a `cap`, every cap
     /// field above it lowered to it, or `cap_field` added when the client sent none.

@@ -20,6 +20,7 @@ use crate::endpoint::Flavor;
 use crate::error::{ErrorKind, GatewayError, Origin};
 use crate::routing::{MemberLease, Verdict};
 use crate::sse::{error_event, SseTap, WholeBodyMeter};
+use crate::translate::{translate_error, translate_whole, Translation, MAX_TRANSLATED_BODY};
 use crate::usage::Outcome;
 
 /// Largest upstream error body relayed; it is held whole to scrub the member's credential.
@@ -33,6 +34,29 @@ pub enum RelayMode {
     /// An upstream error body: held (up to `MAX_ERROR_BODY`) and sent at its end with the
     /// member's credential scrubbed out, since some upstreams quote what they were sent.
     Scrubbed { kept: Vec<u8>, secret: std::sync::Arc<str> },
+    /// A whole answer from an upstream of another API: held (up to `MAX_TRANSLATED_BODY`, or
+    /// `MAX_ERROR_BODY` for an error) and sent translated at its end. A 2xx answer is metered in
+    /// the upstream's vocabulary; an error is scrubbed of the member's credential first.
+    Translated(Box<Translating>),
+}
+
+pub struct Translating {
+    pub translation: Translation,
+    pub kept: Vec<u8>,
+    /// The status the upstream answered with, when it is an error.
+    pub error_status: Option<u16>,
+    pub meter: WholeBodyMeter,
+    pub secret: Option<std::sync::Arc<str>>,
+}
+
+impl Translating {
+    fn limit(&self) -> usize {
+        if self.error_status.is_some() {
+            MAX_ERROR_BODY
+        } else {
+            MAX_TRANSLATED_BODY
+        }
+    }
 }
 
 enum State {
@@ -129,7 +153,7 @@ impl RelayBody {
                 self.state = State::Done;
                 Poll::Ready(Some(Err(GatewayError::new(kind, message.to_string()))))
             }
-            RelayMode::Scrubbed { .. } => {
+            RelayMode::Scrubbed { .. } | RelayMode::Translated(_) => {
                 self.guard.finish(outcome);
                 self.state = State::Done;
                 Poll::Ready(Some(Err(GatewayError::new(kind, message.to_string()))))
@@ -172,8 +196,44 @@ impl RelayBody {
                 self.guard.finish(Outcome::Complete);
                 self.state = State::Closing(Some(Bytes::from(body)));
             }
+            RelayMode::Translated(_) => return self.end_translated(),
         }
         self.poll_closing()
+    }
+
+    /// A whole answer from an upstream of another API arrived: bill it as the upstream counted
+    /// it, and send it in the client's vocabulary.
+    fn end_translated(&mut self) -> Poll<Option<Result<Frame<Bytes>, GatewayError>>> {
+        let RelayMode::Translated(t) = &mut self.mode else {
+            return self.poll_closing();
+        };
+        let kept = std::mem::take(&mut t.kept);
+        let body = match t.error_status {
+            Some(status) => {
+                let kept = match &t.secret {
+                    Some(secret) => scrub(kept, secret),
+                    None => kept,
+                };
+                Ok(translate_error(t.translation, status, &kept))
+            }
+            None => {
+                let usage = t.meter.usage();
+                let estimate = if usage.is_some() { 0 } else { t.meter.completion_estimate() };
+                if let Some(trace) = self.guard.trace() {
+                    trace.usage = usage;
+                    trace.relayed_tokens = estimate;
+                }
+                translate_whole(t.translation, &kept, crate::clock::unix_now() as u64)
+            }
+        };
+        match body {
+            Ok(body) => {
+                self.guard.finish(Outcome::Complete);
+                self.state = State::Closing(Some(body));
+                self.poll_closing()
+            }
+            Err(e) => self.fail(e.kind, Outcome::UpstreamError, &e.message.clone()),
+        }
     }
 
     /// A whole body went through: bill it from its usage, or from its text, and emit the event.
@@ -271,6 +331,19 @@ impl Body for RelayBody {
                             }
                             return Poll::Ready(Some(Ok(Frame::data(data))));
                         }
+                        RelayMode::Translated(t) => {
+                            if t.kept.len() + data.len() > t.limit() {
+                                let message = "the upstream's answer is too large to translate";
+                                return this.fail(ErrorKind::UpstreamProtocol, Outcome::UpstreamError, message);
+                            }
+                            if t.error_status.is_none() {
+                                t.meter.feed(&data);
+                            }
+                            t.kept.extend_from_slice(&data);
+                            if this.upstream.is_end_stream() {
+                                return this.end();
+                            }
+                        }
                         RelayMode::Scrubbed { kept, .. } => {
                             if kept.len() + data.len() > MAX_ERROR_BODY {
                                 let message = "the upstream's error body is too large to relay";
@@ -293,7 +366,9 @@ impl Body for RelayBody {
                         if deadline.as_mut().poll(cx).is_ready() {
                             let what = match this.mode {
                                 RelayMode::Stream { .. } => "the first token",
-                                RelayMode::Whole { .. } | RelayMode::Scrubbed { .. } => "the whole response",
+                                RelayMode::Whole { .. } | RelayMode::Scrubbed { .. } | RelayMode::Translated(_) => {
+                                    "the whole response"
+                                }
                             };
                             let message = format!("the upstream did not send {what} in time");
                             return this.fail(ErrorKind::UpstreamTimeout, Outcome::Timeout, &message);

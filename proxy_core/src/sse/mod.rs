@@ -6,6 +6,7 @@ mod tap;
 mod usage;
 mod whole;
 
+pub use frame::parse_event;
 pub use tap::{Fed, SseTap, TapStats};
 pub use usage::{usage_of_body, TokenUsage, UsageProbe};
 pub use whole::WholeBodyMeter;

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use super::frame::{event_end, parse_event};
 use super::usage::{TokenUsage, UsageProbe};
 use crate::endpoint::Flavor;
+use crate::translate::StreamTranslator;
 
 #[derive(Debug, Default, Clone, Copy)]
 pub struct TapStats {
@@ -30,6 +31,9 @@ pub struct SseTap {
     flavor: Flavor,
     hide_usage: bool,
     pending: BytesMut,
+    /// Set when the client speaks another API than the upstream: each event goes out translated
+    /// (after its usage was read here, in the upstream's own vocabulary).
+    translator: Option<Box<StreamTranslator>>,
     pub stats: TapStats,
 }
 
@@ -107,7 +111,12 @@ enum Verdict {
 
 impl SseTap {
     pub fn new(flavor: Flavor, hide_usage: bool) -> Self {
-        Self { flavor, hide_usage, pending: BytesMut::new(), stats: TapStats::default() }
+        Self { flavor, hide_usage, pending: BytesMut::new(), translator: None, stats: TapStats::default() }
+    }
+
+    /// A tap on an upstream stream of `flavor` whose events reach the client through `translator`.
+    pub fn translating(flavor: Flavor, translator: StreamTranslator) -> Self {
+        Self { translator: Some(Box::new(translator)), ..Self::new(flavor, false) }
     }
 
     pub fn feed(&mut self, chunk: Bytes) -> Fed {
@@ -121,6 +130,7 @@ impl SseTap {
         let mut pos = 0;
         // Ranges of `data` to forward; contiguous unless an event is hidden.
         let mut keep: Vec<(usize, usize)> = Vec::new();
+        let mut translated = BytesMut::new();
         while let Some(len) = event_end(&data[pos..]) {
             let end = pos + len;
             self.stats.events_in += 1;
@@ -128,6 +138,11 @@ impl SseTap {
                 Verdict::Forward { content } => {
                     fed.content |= content;
                     self.stats.events_out += 1;
+                    if let Some(translator) = self.translator.as_mut() {
+                        translator.event(&data[pos..end], &mut translated);
+                        pos = end;
+                        continue;
+                    }
                     match keep.last_mut() {
                         Some((_, last_end)) if *last_end == pos => *last_end = end,
                         _ => keep.push((pos, end)),
@@ -139,6 +154,10 @@ impl SseTap {
         }
         if pos < data.len() {
             self.pending.extend_from_slice(&data[pos..]);
+        }
+        if self.translator.is_some() {
+            fed.out = (!translated.is_empty()).then(|| translated.freeze());
+            return fed;
         }
         fed.out = match keep.as_slice() {
             [] => None,
@@ -154,9 +173,11 @@ impl SseTap {
         fed
     }
 
-    /// Bytes of an unfinished event left when the upstream ended; passed through as they are.
+    /// Bytes of an unfinished event left when the upstream ended; passed through as they are
+    /// (or let go when translating: half an event has no translation).
     pub fn take_partial(&mut self) -> Option<Bytes> {
-        (!self.pending.is_empty()).then(|| self.pending.split().freeze())
+        let partial = (!self.pending.is_empty()).then(|| self.pending.split().freeze());
+        partial.filter(|_| self.translator.is_none())
     }
 
     fn observe(&mut self, raw: &[u8]) -> Verdict {

@@ -12,6 +12,7 @@ use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::Incoming;
 use tokio::sync::Semaphore;
 
+use super::content::Content;
 use super::fault::{FaultSet, FaultSpec};
 use super::parts::UsageParts;
 use super::record::{unix_now, RecordLine};
@@ -254,14 +255,24 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         return full(StatusCode::OK, "application/json", body);
     }
 
-    let tokens: u32 = match header_f64(&parts.headers, "x-sim-output-tokens") {
-        Some(v) => v.round() as u32,
-        None => match asked.output_cap {
-            Some(max) => max.min(1_000_000) as u32,
-            None => (timing_sample_tokens(&state.output_tokens, &mut timing.rng)).max(1),
-        },
+    let content = Content::new(&asked.reply, endpoint, n);
+    let (tokens, finish) = match content.fixed_tokens() {
+        // A tool call or the answer to tool results is as long as it is, cut at the output cap.
+        Some(whole) => {
+            let tokens = asked.output_cap.map_or(whole, |cap| whole.min(cap.min(u64::from(u32::MAX)) as u32));
+            (tokens, if tokens < whole { "length" } else { content.finish() })
+        }
+        None => {
+            let tokens: u32 = match header_f64(&parts.headers, "x-sim-output-tokens") {
+                Some(v) => v.round() as u32,
+                None => match asked.output_cap {
+                    Some(max) => max.min(1_000_000) as u32,
+                    None => (timing_sample_tokens(&state.output_tokens, &mut timing.rng)).max(1),
+                },
+            };
+            (tokens, if asked.output_cap.is_some_and(|m| u64::from(tokens) >= m) { "length" } else { "stop" })
+        }
     };
-    let finish = if asked.output_cap.is_some_and(|m| u64::from(tokens) >= m) { "length" } else { "stop" };
     let usage_parts = match header_str(&parts.headers, "x-sim-usage").map(UsageParts::parse).transpose() {
         Ok(asked_parts) => asked_parts.unwrap_or_default().within(prompt_tokens, u64::from(tokens)),
         Err(e) => {
@@ -280,7 +291,7 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
 
     if asked.stream {
         let include_usage = endpoint != Endpoint::Messages && asked.include_usage;
-        let wire = StreamWire::new(endpoint, &id, &model, created, include_usage, usage_parts);
+        let wire = StreamWire::new(endpoint, &id, &model, created, include_usage, usage_parts, content);
         let state_machine =
             StreamState::new(wire, timing, faults, tokens, finish, prompt_tokens, state.compute.clone(), record, abort);
         let stream = futures_util::stream::unfold(state_machine, step);
@@ -311,6 +322,7 @@ async fn route(state: Arc<SimState>, req: Request<Incoming>) -> Response<SimBody
         finish,
         with_usage: !faults.no_usage,
         parts: usage_parts,
+        content: &content,
     };
     let mut body = answer.body();
     if parts.headers.contains_key("x-sim-echo") {

@@ -2,6 +2,7 @@
 //! model (TTFT, inter-token latency, output length, a compute-concurrency limit), fault injection
 //! and a ground-truth record of what it sent. It never sits on the gateway's request path.
 
+mod content;
 mod fault;
 mod handler;
 mod parts;
@@ -11,6 +12,7 @@ mod request;
 mod responses;
 mod stream;
 mod timing;
+mod tools;
 mod wire;
 
 pub use fault::{Fault, FaultSet, FaultSpec, RetryAfterAs, StatusFault};
@@ -45,7 +47,16 @@ x-sim-ttft-ms, x-sim-itl-ms, x-sim-output-tokens override the timing model;\n\
 x-sim-usage: cached=N,cache_write=N,reasoning=N reports those parts of the usage (capped);\n\
 x-sim-echo (non-streaming) adds the received headers and body to the response.\n\
 PUT /sim/faults {\"faults\": [SPEC, ...]} replaces the --fault list at run time (GET lists it).\n\
-Prompt tokens are ceil(characters of the prompt text / 4), at least 1 (the gateway's estimate rule)."
+Tool calls (/v1/chat/completions, /v1/messages): a request with tools whose tool_choice is\n\
+not none, and whose last message is no tool result, gets one call to the tool tool_choice\n\
+names, or else the first, with arguments from its schema (each required property: string\n\
+\"sim\" or the first enum value, integer 1, number 1.5, boolean true, array [], object {}),\n\
+streamed in pieces of up to 8 bytes; a last message of tool results gets the text\n\
+\"tool result: \" and their text. Each piece is a token (so is OpenAI's opening chunk with\n\
+the call's id and name); these answers are as long as they are, cut at max_tokens, whatever\n\
+x-sim-output-tokens says.\n\
+Prompt tokens are ceil(characters / 4), at least 1 (the gateway's estimate rule), of the\n\
+prompt text, earlier tool calls' arguments, and the tools and tool_choice JSON as sent."
 )]
 pub struct SimArgs {
     /// Address to listen on.

@@ -1,11 +1,14 @@
 //! Reading a request body the way a model server does: the model, whether to stream (and
-//! include the usage chunk), the output cap, the choices asked for and the prompt's length. A
-//! body a model server would refuse gets a message saying which field is wrong.
+//! include the usage chunk), the output cap, the choices asked for, the prompt's length and what
+//! to answer (text or a tool call, `tools.rs`). A body a model server would refuse gets a message
+//! saying which field is wrong.
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::prompt::prompt_tokens;
+use super::tools::{self, Reply};
 use crate::endpoint::Endpoint;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +24,7 @@ pub struct ModelRequest {
     /// with one.
     pub n: u64,
     pub prompt_tokens: u64,
+    pub reply: Reply,
 }
 
 #[derive(Deserialize)]
@@ -45,6 +49,35 @@ struct Body {
     prompt: Option<Value>,
     input: Option<Value>,
     instructions: Option<Value>,
+    /// Raw: their JSON text counts as prompt as it was sent.
+    #[serde(default, deserialize_with = "raw")]
+    tools: Option<Box<RawValue>>,
+    #[serde(default, deserialize_with = "raw")]
+    tool_choice: Option<Box<RawValue>>,
+}
+
+/// A field's JSON text, `null` included (the gateway counts that too).
+fn raw<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Box<RawValue>>, D::Error> {
+    Box::<RawValue>::deserialize(deserializer).map(Some)
+}
+
+/// A tool field as sent (its text counts as prompt) and parsed (it decides the reply).
+struct ToolField<'a> {
+    raw: &'a str,
+    value: Value,
+}
+
+/// The tool field `name` on an endpoint that takes tools (chat, messages, responses); others
+/// leave it alone, as a model server leaves fields it does not know.
+fn tool_field<'a>(
+    endpoint: Endpoint,
+    name: &str,
+    raw: &'a Option<Box<RawValue>>,
+) -> Result<Option<ToolField<'a>>, String> {
+    let takes_tools = matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::Responses);
+    let Some(raw) = raw.as_deref().filter(|_| takes_tools) else { return Ok(None) };
+    let value = serde_json::from_str(raw.get()).map_err(|e| format!("'{name}' is invalid: {e}"))?;
+    Ok(Some(ToolField { raw: raw.get(), value }))
 }
 
 /// The prompt's fields for `endpoint`, each checked for its shape.
@@ -110,7 +143,12 @@ pub fn read(endpoint: Endpoint, bytes: &[u8]) -> Result<ModelRequest, String> {
         }
     }
     let output_cap = [body.max_tokens, body.max_completion_tokens, body.max_output_tokens].into_iter().flatten().max();
-    let prompt_tokens = prompt_tokens(text_fields(endpoint, &body)?);
+    let offered = tool_field(endpoint, "tools", &body.tools)?;
+    let choice = tool_field(endpoint, "tool_choice", &body.tool_choice)?;
+    let schemas: Vec<&str> = [&offered, &choice].into_iter().flatten().map(|f| f.raw).collect();
+    let prompt_tokens = prompt_tokens(text_fields(endpoint, &body)?, &schemas);
+    let (offered, choice) = (offered.as_ref().map(|f| &f.value), choice.as_ref().map(|f| &f.value));
+    let reply = tools::reply(endpoint, body.messages.as_ref(), offered, choice)?;
     Ok(ModelRequest {
         model,
         stream,
@@ -118,6 +156,7 @@ pub fn read(endpoint: Endpoint, bytes: &[u8]) -> Result<ModelRequest, String> {
         output_cap,
         n: body.n.unwrap_or(1).max(body.best_of.unwrap_or(1)),
         prompt_tokens,
+        reply,
     })
 }
 
@@ -144,7 +183,8 @@ mod tests {
                 include_usage: true,
                 output_cap: None,
                 n: 3,
-                prompt_tokens: 2
+                prompt_tokens: 2,
+                reply: Reply::Vocab,
             }
         );
         let plain = chat(r#"{"model":"m","stream":null,"stream_options":null,"max_tokens":null}"#).unwrap();
@@ -160,16 +200,35 @@ mod tests {
     #[test]
     fn each_endpoint_reads_its_own_text_and_nothing_else() {
         let body = br#"{"model":"m","system":"abcdabcd","prompt":"abcd","input":["ab","cd","ef"],
-            "messages":[{"role":"user","content":"abcd"}],
-            "tools":[{"type":"function","function":{"name":"lookup","description":"a long description"}}]}"#;
+            "messages":[{"role":"user","content":"abcd"}],"tools":null}"#;
         let tokens = |endpoint| read(endpoint, body).unwrap().prompt_tokens;
-        assert_eq!(tokens(Endpoint::ChatCompletions), 1, "tools are not counted");
-        assert_eq!(tokens(Endpoint::Messages), 3);
-        assert_eq!(tokens(Endpoint::Completions), 1);
+        // `null` as sent: 4 characters, as the gateway counts it.
+        assert_eq!(tokens(Endpoint::ChatCompletions), 2);
+        assert_eq!(tokens(Endpoint::Messages), 4);
+        assert_eq!(tokens(Endpoint::Completions), 1, "tools are no field of a completion");
         assert_eq!(tokens(Endpoint::Embeddings), 2);
         let responses = br#"{"model":"m","instructions":"abcdabcd","prompt":{"id":"pmpt_1"},
             "input":[{"role":"user","content":[{"type":"input_text","text":"abcd"}]}]}"#;
         assert_eq!(read(Endpoint::Responses, responses).unwrap().prompt_tokens, 3);
+    }
+
+    #[test]
+    fn tool_fields_count_as_sent_and_decide_the_reply() {
+        // 4 characters of content, 89 of `tools` (spaces included), 10 of `tool_choice`: 26 tokens.
+        let tools = r#"[{"type": "function", "function": {"name": "lookup", "parameters": {"required": ["q"]}}}]"#;
+        let body = format!(
+            r#"{{"model":"m","messages":[{{"role":"user","content":"abcd"}}],"tools": {tools},"tool_choice":"required"}}"#
+        );
+        let asked = chat(&body).unwrap();
+        assert_eq!(tools.chars().count(), 89);
+        assert_eq!(asked.prompt_tokens, 26);
+        let Reply::Call(call) = asked.reply else { panic!("{:?}", asked.reply) };
+        assert_eq!((call.name.as_str(), call.arguments.as_str()), ("lookup", r#"{"q":"sim"}"#));
+        let refused = chat(r#"{"model":"m","messages":[{"role":"tool","content":"x"}]}"#).unwrap_err();
+        assert!(refused.contains("tool_call_id"), "{refused}");
+        let anthropic =
+            br#"{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","content":"x"}]}]}"#;
+        assert!(read(Endpoint::Messages, anthropic).unwrap_err().contains("tool_use_id"));
     }
 
     #[test]
@@ -189,6 +248,8 @@ mod tests {
             ("{\"model\":\"a\",\"n\":0}", "'n' must be a positive integer"),
             ("{\"model\":\"a\",\"best_of\":0}", "'best_of'"),
             ("{\"model\":\"a\",\"messages\":{\"a\":1}}", "'messages' must be an array"),
+            ("{\"model\":\"a\",\"tools\":{\"a\":1}}", "'tools' must be an array"),
+            ("{\"model\":\"a\",\"tools\":[1,}", "not a valid JSON object"),
             ("{\"model\":\"a\\ud800\"}", "not a valid JSON object"),
         ];
         for (body, expected) in cases {
