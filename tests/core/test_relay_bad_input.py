@@ -104,7 +104,12 @@ def test_request_heads_up_to_8_kib_pass_and_longer_ones_get_431(relay: Relay) ->
     body = {"model": "gpt-test", "max_tokens": 2, "messages": [{"role": "user", "content": "x"}]}
     fits = {**relay.key.headers, "x-padding": "p" * 6000}
     assert httpx.post(relay.url + CHAT, headers=fits, json=body).status_code == 200
+    # The simulator records an answer after it sent it: wait for that line before comparing.
+    deadline = time.monotonic() + 5
+    while not relay.record.read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
     record_before = relay.record.read_text()
+    assert record_before, "the simulator recorded no answer"
     too_long = {**relay.key.headers, "x-padding": "p" * 9000}
     assert httpx.post(relay.url + CHAT, headers=too_long, json=body).status_code == 431
     time.sleep(0.2)
