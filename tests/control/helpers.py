@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from control.bridge.core_bridge import CoreBridge
 from control.context import ControlContext
 from control.process.settings import Settings
+from control.usage.models import UsageRecord
 
 # Canary secrets: tests assert they never show up in responses, logs, errors or audit rows.
 ADMIN_TOKEN = "sgt_CANARY-admin-token-7f3a9c1e5b2d4f60"
@@ -110,3 +113,15 @@ class Harness:
     def data_url(self) -> str:
         assert self.bridge.address is not None
         return f"http://{self.bridge.address}"
+
+
+def usage_rows(harness: Harness, expect: int) -> dict[str, UsageRecord]:
+    """The ledger's usage rows by request id, once `expect` of them are in (or after 15 s)."""
+    deadline = time.monotonic() + 15
+    while True:
+        with harness.ctx.sessions() as session:
+            found = {r.request_id: r for r in session.scalars(sa.select(UsageRecord))}
+            session.expunge_all()
+        if len(found) >= expect or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)

@@ -7,17 +7,14 @@ that need state an upstream keeps (`previous_response_id`, `conversation`, `back
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import openai
 import pytest
-import sqlalchemy as sa
 
-from control.usage.models import UsageRecord
-from tests.control.helpers import UPSTREAM_CREDENTIAL, Harness
+from tests.control.helpers import UPSTREAM_CREDENTIAL, Harness, usage_rows
 from tests.support.procs import Proc
 
 # 40 characters: 10 input tokens by the shared rule.
@@ -72,17 +69,6 @@ def sdk(harness: Harness, key: dict[str, Any]) -> openai.OpenAI:
     return openai.OpenAI(base_url=harness.data_url + "/v1", api_key=key["key"], max_retries=0)
 
 
-def rows(harness: Harness, expect: int) -> dict[str, UsageRecord]:
-    deadline = time.monotonic() + 15
-    while True:
-        with harness.ctx.sessions() as session:
-            found = {r.request_id: r for r in session.scalars(sa.select(UsageRecord))}
-            session.expunge_all()
-        if len(found) >= expect or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
-
-
 def test_whole_and_streamed_responses_reach_the_sdk_and_bill_their_usage_parts(
     gateway: tuple[Harness, dict[str, Any]],
 ) -> None:
@@ -119,7 +105,7 @@ def test_whole_and_streamed_responses_reach_the_sdk_and_bill_their_usage_parts(
     final = events[-1].response
     assert final.usage is not None and final.usage.output_tokens == 10
 
-    found = rows(harness, 2)
+    found = usage_rows(harness, 2)
     for request_id, stream_flag in ((raw.headers["x-request-id"], False), (streamed_id, True)):
         row = found[request_id]
         assert (row.endpoint, row.stream, row.outcome, row.status) == (
@@ -161,7 +147,7 @@ def test_the_output_cap_is_written_into_the_body_the_upstream_gets(
     events = list(client.responses.create(model="gpt-short", input=PROMPT, stream=True))
     assert events[-1].type == "response.incomplete"
     assert len([e for e in events if e.type == "response.output_text.delta"]) == 3
-    found = rows(harness, 3)
+    found = usage_rows(harness, 3)
     assert sorted((r.completion_tokens, r.outcome) for r in found.values()) == [(3, "complete")] * 3
 
 
@@ -185,7 +171,7 @@ def test_a_stream_cut_midway_ends_with_an_error_the_sdk_raises_and_a_row(
     assert "response.completed" not in seen
     assert seen.count("response.output_text.delta") == 3
     assert raised.value.body is not None
-    row = rows(harness, 1)[request_id]
+    row = usage_rows(harness, 1)[request_id]
     assert (row.endpoint, row.outcome) == ("responses", "upstream_error")
     assert row.completion_tokens == 3
 
@@ -208,7 +194,7 @@ def test_requests_that_need_stored_state_are_refused_naming_the_field(
     assert isinstance(body, dict)
     assert body["param"] == field
     assert "'input'" in body["message"]
-    assert rows(harness, 0) == {}
+    assert usage_rows(harness, 0) == {}
 
 
 def test_files_and_vector_stores_of_the_shared_account_are_refused(

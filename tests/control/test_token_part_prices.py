@@ -6,15 +6,12 @@ against a hand computation, and the quota counts the same cost."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
-import sqlalchemy as sa
 
-from control.usage.models import UsageRecord
-from tests.control.helpers import UPSTREAM_CREDENTIAL, Harness, error_fields
+from tests.control.helpers import UPSTREAM_CREDENTIAL, Harness, error_fields, usage_rows
 from tests.support.procs import Proc
 
 # 40 characters: 10 prompt tokens by the shared rule; max_tokens 10: the simulator sends 10.
@@ -53,17 +50,6 @@ def _gateway(harness_factory: Callable[..., Harness], sim: Proc) -> tuple[Harnes
         tenant_id="acme", name="k", quota={"period": "monthly", "cost_micros": 10_000_000}
     )
     return harness, key
-
-
-def _rows(harness: Harness, expect: int) -> dict[str, UsageRecord]:
-    deadline = time.monotonic() + 15
-    while True:
-        with harness.ctx.sessions() as session:
-            rows = {r.request_id: r for r in session.scalars(sa.select(UsageRecord))}
-            session.expunge_all()
-        if len(rows) >= expect or time.monotonic() > deadline:
-            return rows
-        time.sleep(0.05)
 
 
 def _send(
@@ -126,7 +112,7 @@ def test_cached_cache_write_and_reasoning_tokens_are_billed_at_their_own_rates(
             10 * 0.5 + 10 * 7,
         ),
     }
-    rows = _rows(harness, len(sent))
+    rows = usage_rows(harness, len(sent))
     total = 0
     for name, (response, tokens, cost) in sent.items():
         row = rows[response.headers["x-request-id"]]
@@ -168,7 +154,7 @@ def test_a_price_without_part_rates_bills_the_parts_at_the_input_and_output_rate
     key = admin.create_key(tenant_id="acme", name="k")
     chat = {"model": "gpt", "max_tokens": 10, "messages": PROMPT}
     response = _send(harness, key["key"], "/v1/chat/completions", chat, "cached=6,reasoning=4")
-    row = _rows(harness, 1)[response.headers["x-request-id"]]
+    row = usage_rows(harness, 1)[response.headers["x-request-id"]]
     assert (row.cached_tokens, row.reasoning_tokens) == (6, 4)
     assert row.cost_micros == 10 * 2 + 10 * 3
 

@@ -16,10 +16,8 @@ import anthropic
 import httpx
 import openai
 import pytest
-import sqlalchemy as sa
 
-from control.usage.models import UsageRecord
-from tests.control.helpers import UPSTREAM_CREDENTIAL, Harness
+from tests.control.helpers import UPSTREAM_CREDENTIAL, Harness, usage_rows
 from tests.support.procs import Proc
 
 # 40 characters: 10 input tokens by the shared rule.
@@ -94,17 +92,6 @@ def anthropic_sdk(harness: Harness, key: dict[str, Any]) -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=harness.data_url, api_key=key["key"], max_retries=0)
 
 
-def rows(harness: Harness, expect: int) -> dict[str, UsageRecord]:
-    deadline = time.monotonic() + 15
-    while True:
-        with harness.ctx.sessions() as session:
-            found = {r.request_id: r for r in session.scalars(sa.select(UsageRecord))}
-            session.expunge_all()
-        if len(found) >= expect or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
-
-
 def test_the_openai_sdk_reaches_an_anthropic_pool(gateway: tuple[Harness, dict[str, Any]]) -> None:
     harness, key = gateway
     client = openai_sdk(harness, key)
@@ -142,7 +129,7 @@ def test_the_openai_sdk_reaches_an_anthropic_pool(gateway: tuple[Harness, dict[s
     )
     assert not [c for c in quiet if c.usage]
 
-    recorded = rows(harness, 3)
+    recorded = usage_rows(harness, 3)
     row = recorded[raw.headers["x-request-id"]]
     assert (row.prompt_tokens, row.completion_tokens) == (whole.usage.prompt_tokens, 10)
     assert row.usage_source == "upstream"
@@ -172,7 +159,7 @@ def test_the_anthropic_sdk_reaches_an_openai_pool(gateway: tuple[Harness, dict[s
     assert streamed == TEN_TOKENS
     assert final.stop_reason == "max_tokens" and final.usage.output_tokens == 10
 
-    recorded = rows(harness, 2)
+    recorded = usage_rows(harness, 2)
     row = recorded[raw.headers["x-request-id"]]
     assert (row.prompt_tokens, row.completion_tokens) == (message.usage.input_tokens, 10)
 
