@@ -34,6 +34,7 @@ RUN python3 -m venv /opt/build \
 COPY Cargo.toml Cargo.lock README.md ./
 COPY proxy_core proxy_core
 COPY bench/tools bench/tools
+COPY vendor vendor
 COPY python python
 COPY control control
 # The sdist, then the wheel compiled from it: every image build proves the sdist builds.

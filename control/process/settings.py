@@ -141,6 +141,9 @@ class CoreSettings(Section):
     """The data plane's own settings: each field is the `Core` argument of the same name."""
 
     workers: int = Field(default=0, ge=0, le=1024, description="0: one per CPU")
+    worker_slice_us: int = Field(
+        default=100, ge=0, le=100_000, description="the workers' scheduler slice; 0: the kernel's"
+    )
     max_body_bytes: int = Field(default=33_554_432, ge=1)
     header_read_timeout_ms: int = Field(default=5_000, ge=1)
     max_connections: int = Field(default=25_000, ge=1)
@@ -365,6 +368,7 @@ ENV: dict[str, tuple[str, str]] = {
     "SLUICEGATE_ENCRYPTION_KEY_FILE": ("secrets", "encryption_key_file"),
     "SLUICEGATE_ADMIN_TOKEN": ("secrets", "admin_token"),
     "SLUICEGATE_CORE_WORKERS": ("core", "workers"),
+    "SLUICEGATE_CORE_WORKER_SLICE_US": ("core", "worker_slice_us"),
     "SLUICEGATE_CORE_MAX_BODY_BYTES": ("core", "max_body_bytes"),
     "SLUICEGATE_CORE_HEADER_READ_TIMEOUT_MS": ("core", "header_read_timeout_ms"),
     "SLUICEGATE_CORE_MAX_CONNECTIONS": ("core", "max_connections"),

@@ -47,6 +47,8 @@ pub enum CoreError {
 pub struct CoreOptions {
     /// Runtime worker threads; 0 means one per CPU.
     pub workers: usize,
+    /// The scheduler slice each worker thread asks for (`sched.rs`); `None`: the kernel's.
+    pub worker_slice: Option<std::time::Duration>,
     pub settings: ServerSettings,
     /// Where the durable usage journal lives; `None` keeps usage events in memory only.
     pub journal_dir: Option<std::path::PathBuf>,
@@ -70,6 +72,7 @@ pub struct Core {
     shared: Arc<Shared>,
     tls: Option<Arc<crate::tls::Tls>>,
     workers: usize,
+    worker_slice: Option<std::time::Duration>,
     running: Mutex<Option<Served>>,
     /// Serializes `apply_config` so compilations never interleave.
     applying: Mutex<()>,
@@ -125,6 +128,7 @@ impl Core {
             shared,
             tls,
             workers: options.workers,
+            worker_slice: options.worker_slice,
             running: Mutex::new(None),
             applying: Mutex::new(()),
             syncer: Mutex::new(syncer),
@@ -144,21 +148,27 @@ impl Core {
         self.shared.set_draining(false);
         let shared = self.shared.clone();
         let tls = self.tls.clone();
-        let served = Served::start(self.workers, "sluicegate-core", listen, move |listener, stop| async move {
-            let settings = shared.settings.conn.clone();
-            let counters = shared.metrics.global.connections.clone();
-            if let Some(tls) = &tls {
-                tls.spawn_watch();
-            }
-            // Health checks live and die with the runtime.
-            tokio::spawn(crate::routing::health_check::run(shared.config.clone()));
-            if let Some(fleet) = shared.fleet.get() {
-                tokio::spawn(crate::fleet::housekeeping(fleet.clone()));
-            }
-            tokio::spawn(crate::stats::sample_load(shared.config.clone()));
-            let handler = move |req| proxy::handle(shared.clone(), req);
-            server::serve(listener, settings, counters, tls, handler, stop).await
-        })?;
+        let served = Served::start(
+            self.workers,
+            "sluicegate-core",
+            self.worker_slice,
+            listen,
+            move |listener, stop| async move {
+                let settings = shared.settings.conn.clone();
+                let counters = shared.metrics.global.connections.clone();
+                if let Some(tls) = &tls {
+                    tls.spawn_watch();
+                }
+                // Health checks live and die with the runtime.
+                tokio::spawn(crate::routing::health_check::run(shared.config.clone()));
+                if let Some(fleet) = shared.fleet.get() {
+                    tokio::spawn(crate::fleet::housekeeping(fleet.clone()));
+                }
+                tokio::spawn(crate::stats::sample_load(shared.config.clone()));
+                let handler = move |req| proxy::handle(shared.clone(), req);
+                server::serve(listener, settings, counters, tls, handler, stop).await
+            },
+        )?;
         tracing::info!(addr = %served.addr, tls = self.tls.is_some(), "data plane listening");
         let addr = served.addr;
         self.shared.registry.guard.add_listeners(&[addr]);

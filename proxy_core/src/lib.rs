@@ -2,7 +2,7 @@
 //! `server::serve` and `proxy::handle`.
 
 // `unsafe` is refused everywhere but in the usage hand-off's ring (`usage/ring.rs`), whose
-// cells are model-checked by loom (`make loom`).
+// cells are model-checked by loom (`make loom`), and the two scheduler calls of `sched.rs`.
 #![deny(unsafe_code)]
 
 /// mimalloc for every allocation the core makes: the request path allocates a few dozen small
@@ -29,6 +29,7 @@ pub mod process_log;
 pub mod proxy;
 pub mod routing;
 pub mod runtime;
+pub mod sched;
 pub mod server;
 pub mod sse;
 pub mod stats;

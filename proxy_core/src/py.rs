@@ -109,13 +109,16 @@ impl PyCore {
     /// slower than `trace_slow_ms`; `trace_parent_based` also keeps what the client's
     /// `traceparent` marked sampled. At most `trace_queue` traces wait for the exporter (more
     /// are dropped and counted), sent `trace_batch` at a time after `trace_batch_delay_ms`.
+    /// `worker_slice_us` is the scheduler slice the core's threads ask for (0: the kernel's
+    /// default): a short one lets a woken worker preempt other threads of the process at once.
     /// `metrics_token` serves `GET /metrics` on the data port to that bearer token (see
     /// `metrics_source`); `tenant_series` bounds the tenants with series of their own.
-    #[pyo3(signature = (*, workers=0, max_body_bytes=33554432, header_read_timeout_ms=5000, max_connections=25000, max_connections_per_client=4096, h2_max_concurrent_streams=100, body_read_timeout_ms=60000, max_body_bytes_in_flight=536870912, usage_backlog_limit=200000, expose_upstream=false, journal_dir=None, journal_sync_ms=10, progress_every_events=16, access_log=None, access_log_rotate_bytes=0, access_log_rotate_keep=5, tls_cert_file=None, tls_key_file=None, tls_watch_ms=1000, trace_endpoint=None, trace_sample_ratio=0.1, trace_slow_ms=5000, trace_parent_based=false, trace_queue=2048, trace_batch=512, trace_batch_delay_ms=1000, trace_export_timeout_ms=10000, trace_service_name=None, trace_service_instance=None, metrics_token=None, tenant_series=100))]
+    #[pyo3(signature = (*, workers=0, worker_slice_us=100, max_body_bytes=33554432, header_read_timeout_ms=5000, max_connections=25000, max_connections_per_client=4096, h2_max_concurrent_streams=100, body_read_timeout_ms=60000, max_body_bytes_in_flight=536870912, usage_backlog_limit=200000, expose_upstream=false, journal_dir=None, journal_sync_ms=10, progress_every_events=16, access_log=None, access_log_rotate_bytes=0, access_log_rotate_keep=5, tls_cert_file=None, tls_key_file=None, tls_watch_ms=1000, trace_endpoint=None, trace_sample_ratio=0.1, trace_slow_ms=5000, trace_parent_based=false, trace_queue=2048, trace_batch=512, trace_batch_delay_ms=1000, trace_export_timeout_ms=10000, trace_service_name=None, trace_service_instance=None, metrics_token=None, tenant_series=100))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         workers: usize,
+        worker_slice_us: u64,
         max_body_bytes: usize,
         header_read_timeout_ms: u64,
         max_connections: usize,
@@ -179,6 +182,7 @@ impl PyCore {
         let access_log_rotation = rotation(access_log_rotate_bytes, access_log_rotate_keep)?;
         let options = CoreOptions {
             workers,
+            worker_slice: (worker_slice_us > 0).then(|| Duration::from_micros(worker_slice_us)),
             settings: ServerSettings {
                 conn: ConnSettings {
                     header_read_timeout: Duration::from_millis(header_read_timeout_ms),

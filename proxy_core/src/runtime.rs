@@ -27,11 +27,20 @@ pub fn resolve(addr: &str) -> Result<SocketAddr, StartError> {
         .ok_or_else(|| StartError::InvalidAddress(addr.to_string()))
 }
 
-pub fn build_runtime(workers: usize, thread_name: &str) -> Result<tokio::runtime::Runtime, StartError> {
+/// A runtime of `workers` threads (0: one per CPU), each asking for a scheduler `slice` of its
+/// own when one is given (`sched.rs`).
+pub fn build_runtime(
+    workers: usize,
+    thread_name: &str,
+    slice: Option<Duration>,
+) -> Result<tokio::runtime::Runtime, StartError> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all().thread_name(thread_name);
     if workers > 0 {
         builder.worker_threads(workers);
+    }
+    if let Some(slice) = slice {
+        builder.on_thread_start(move || crate::sched::set_thread_slice(slice));
     }
     builder.build().map_err(StartError::Runtime)
 }
@@ -45,13 +54,19 @@ pub struct Served {
 
 impl Served {
     /// Bind `listen` and spawn `serve(listener, stop)` on a fresh runtime.
-    pub fn start<F, Fut>(workers: usize, thread_name: &str, listen: &str, serve: F) -> Result<Served, StartError>
+    pub fn start<F, Fut>(
+        workers: usize,
+        thread_name: &str,
+        slice: Option<Duration>,
+        listen: &str,
+        serve: F,
+    ) -> Result<Served, StartError>
     where
         F: FnOnce(TcpListener, StopSignal) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let addr = resolve(listen)?;
-        let runtime = build_runtime(workers, thread_name)?;
+        let runtime = build_runtime(workers, thread_name, slice)?;
         let bind_error = |source| StartError::Bind { addr, source };
         let std_listener = server::bind(addr).map_err(bind_error)?;
         let bound = std_listener.local_addr().map_err(bind_error)?;

@@ -75,6 +75,7 @@ class Core:
         cls,
         *,
         workers: int = 0,
+        worker_slice_us: int = 100,
         max_body_bytes: int = 33554432,
         header_read_timeout_ms: int = 5000,
         max_connections: int = 25000,

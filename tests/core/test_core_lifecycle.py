@@ -143,3 +143,46 @@ def test_config_defaults_are_what_an_empty_pool_policy_means() -> None:
     cfg = minimal_config()
     cfg.pools[0].update({k: v for k, v in defaults.items()})
     assert _core.Core().apply_config(1, cfg.payload()) == 1
+
+
+def _slices(name: str) -> dict[str, int]:
+    """The scheduler slice (ns) of each thread of this process named `name`, from /proc."""
+    found: dict[str, int] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as comm:
+                if not comm.read().strip().startswith(name):
+                    continue
+            with open(f"/proc/self/task/{tid}/sched") as sched:
+                for line in sched:
+                    if line.startswith("se.slice"):
+                        found[tid] = int(line.split(":")[1])
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def test_the_core_workers_run_with_the_scheduler_slice_they_ask_for() -> None:
+    release = tuple(int(part) for part in os.uname().release.split("-")[0].split(".")[:2])
+    if not _slices("") or release < (6, 12):
+        pytest.skip("this kernel does not report a custom scheduler slice (Linux 6.12+)")
+    for asked, expect in ((250, 250_000), (0, None)):
+        core = _core.Core(workers=2, worker_slice_us=asked)
+        core.start("127.0.0.1:0")
+        try:
+            # The workers start (and ask for their slice) a moment after `start` returns.
+            deadline = time.monotonic() + 5
+            slices = _slices("sluicegate-core")
+            while time.monotonic() < deadline and (
+                len(slices) < 2 or (expect is not None and set(slices.values()) != {expect})
+            ):
+                time.sleep(0.02)
+                slices = _slices("sluicegate-core")
+            assert len(slices) >= 2, "both workers are running"
+            if expect is None:
+                # 0 keeps the kernel's own slice, whatever this kernel's default is.
+                assert 250_000 not in slices.values()
+            else:
+                assert set(slices.values()) == {expect}
+        finally:
+            core.stop(0.1)

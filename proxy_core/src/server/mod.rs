@@ -64,9 +64,12 @@ impl Conn {
         let started = Started::default();
         let service = {
             let started = started.clone();
+            // The request's future is boxed: hyper keeps its slot for the service's future
+            // (sized to it) for the connection's whole life, and the handler's is over 6 KiB,
+            // so unboxed every open stream would carry it long after its future finished.
             service_fn(move |req| {
                 started.mark();
-                handler(req)
+                Box::pin(handler(req))
             })
         };
         let connection = self.builder.serve_connection(TokioIo::new(io), service).into_owned();
