@@ -75,6 +75,8 @@ def synthetic_events(count: int, keys: int, seed: int) -> list[dict[str, Any]]:
                 "prompt_tokens": rng.randint(50, 2000),
                 "completion_tokens": completion,
                 "cached_tokens": 0,
+                "cache_write_tokens": 0,
+                "reasoning_tokens": 0,
                 "usage_source": "upstream" if outcome == "complete" else "estimated",
                 "cost_micros": rng.randint(10, 5000),
                 "price_version": 7,
@@ -87,6 +89,8 @@ def synthetic_events(count: int, keys: int, seed: int) -> list[dict[str, Any]]:
                 "attempts": 1,
                 "fallback": False,
                 "client_retry_count": None,
+                "tags": None,
+                "end_user": None,
             }
         )
     return out

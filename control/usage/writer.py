@@ -26,7 +26,6 @@ from typing import Any
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
-from control.timeutil import utcnow
 from control.usage.events import ADDED_LATER, ERROR_OUTCOMES, FIELDS, complete
 from control.usage.rollups import COUNTERS
 
@@ -98,9 +97,12 @@ def _rollup_insert(source: str, unix: str, granularities: str) -> str:
 _SQLITE_VALUES = ["?"] * len(FIELDS)
 # The text form SQLAlchemy stores datetimes in on SQLite (microseconds; SQLite keeps millis).
 _SQLITE_VALUES[_STARTED_AT] = "strftime('%Y-%m-%d %H:%M:%f', ?, 'unixepoch') || '000'"
+# `recorded_at` is SQLite's clock (UTC) in the same form: a parameter for it made every row a
+# tuple built in Python twice (the event's fields, then those plus one).
 SQLITE_INSERT = (
     f"INSERT INTO usage_records ({', '.join(FIELDS)}, recorded_at) "
-    f"VALUES ({', '.join(_SQLITE_VALUES)}, ?) ON CONFLICT (request_id) DO NOTHING"
+    f"VALUES ({', '.join(_SQLITE_VALUES)}, strftime('%Y-%m-%d %H:%M:%f', 'now') || '000') "
+    "ON CONFLICT (request_id) DO NOTHING"
 )
 # The rows inserted (ids above the largest before the batch) summed per minute once, then those
 # few sums per minute, hour and day: the date text is parsed once per row, not once per
@@ -122,10 +124,7 @@ SQLITE_ROLLUP = (
 
 def _write_sqlite(conn: Connection, events: Sequence[dict[str, Any]]) -> int:
     before = conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM usage_records").scalar_one()
-    recorded_at = utcnow().replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
-    inserted: int = conn.exec_driver_sql(
-        SQLITE_INSERT, [(*_row(e), recorded_at) for e in events]
-    ).rowcount
+    inserted: int = conn.exec_driver_sql(SQLITE_INSERT, list(map(_row, events))).rowcount
     if inserted:
         conn.exec_driver_sql(SQLITE_ROLLUP, (before,))
     return inserted
