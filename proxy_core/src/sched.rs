@@ -46,22 +46,29 @@ mod linux {
     const SCHED_OTHER: u32 = 0;
     const SCHED_BATCH: u32 = 3;
 
-    pub fn set_slice(slice: Duration) -> io::Result<()> {
-        let size = std::mem::size_of::<SchedAttr>() as u32;
+    const SIZE: u32 = std::mem::size_of::<SchedAttr>() as u32;
+
+    /// The calling thread's scheduling attributes.
+    fn current() -> io::Result<SchedAttr> {
         let mut attr = SchedAttr::default();
-        // SAFETY: `attr` is a live, writable `sched_attr` of `size` bytes; pid 0 is this thread.
-        let read = unsafe { libc::syscall(libc::SYS_sched_getattr, 0, &mut attr as *mut SchedAttr, size, 0) };
+        // SAFETY: `attr` is a live, writable `sched_attr` of `SIZE` bytes; pid 0 is this thread.
+        let read = unsafe { libc::syscall(libc::SYS_sched_getattr, 0, &mut attr as *mut SchedAttr, SIZE, 0) };
         if read != 0 {
             return Err(io::Error::last_os_error());
         }
+        Ok(attr)
+    }
+
+    pub fn set_slice(slice: Duration) -> io::Result<()> {
+        let mut attr = current()?;
         // Only a fair policy has a slice; an operator's real-time or idle choice stays as it is.
         if attr.policy != SCHED_OTHER && attr.policy != SCHED_BATCH {
             return Ok(());
         }
-        attr.size = size;
+        attr.size = SIZE;
         attr.flags = 0;
         attr.runtime = u64::try_from(slice.as_nanos()).unwrap_or(u64::MAX);
-        // SAFETY: as above, read-only for the kernel.
+        // SAFETY: `attr` is a live `sched_attr` of `SIZE` bytes, read-only for the kernel.
         let written = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
         if written != 0 {
             return Err(io::Error::last_os_error());
@@ -74,12 +81,7 @@ mod linux {
         use super::*;
 
         fn current_runtime() -> u64 {
-            let mut attr = SchedAttr::default();
-            let size = std::mem::size_of::<SchedAttr>() as u32;
-            // SAFETY: as in `set_slice`.
-            let read = unsafe { libc::syscall(libc::SYS_sched_getattr, 0, &mut attr as *mut SchedAttr, size, 0) };
-            assert_eq!(read, 0, "{}", io::Error::last_os_error());
-            attr.runtime
+            current().expect("sched_getattr").runtime
         }
 
         #[test]
