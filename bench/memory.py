@@ -1,6 +1,17 @@
 """Memory of the whole `serve` process: idle, then with 1k..10k streams held open. The gateway
 speaks HTTP/2 to the simulator so 10k streams take 10k client sockets, not 20k (the sandbox caps
-a process at 20k descriptors)."""
+a process at 20k descriptors).
+
+Each level runs in a `serve` of its own, measured against that process's own idle RSS: in one
+process kept across levels, the memory a level freed stays mapped (the allocators keep it for
+reuse) and the next level grows into it, so each level's figure would depend on the ones before
+it (the 2k level then cost 1.8 KiB a stream and the 5k one 32).
+
+The figures per stream: at the largest level, all the RSS it added over its own idle RSS
+divided by its streams (the process's fixed costs of serving included), and the least-squares
+slope of the added RSS over all levels (what one more stream costs; a slope from two levels
+alone swings with either of them).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from bench.gateway import MODEL, Gateway, start_gateway
 from bench.procs import RESULTS, cpus, pinned, sluicegate, start, wait_for_line
@@ -30,77 +43,132 @@ HOLD = [
 ]
 
 
-def measure(
-    workdir: Path, gateway: Gateway, levels: list[int], client_cpu: int | None
-) -> dict[str, Any]:
-    time.sleep(1.0)
-    idle = gateway.proc.rss_kib()
-    points: list[dict[str, Any]] = []
-    for streams in levels:
-        cmd = sluicegate(
-            "bench",
-            "--url",
-            gateway.url,
-            "--model",
-            MODEL,
-            "--key",
-            gateway.key,
-            "--quiet",
-            "--workers",
-            "1",
-            "--concurrency",
-            str(streams),
-            "--duration",
-            "25s",
-            "--timeout",
-            "25s",
-            "--max-inflight",
-            str(streams),
-            *HOLD,
+def open_streams(gateway: Gateway) -> int:
+    """Requests the gateway has at its upstreams now (every pool's in-flight gauge)."""
+    text = httpx.get(gateway.admin + "/metrics", timeout=30).text
+    family = "sluicegate_pool_inflight"
+    return int(
+        sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith(family + "{") or line.startswith(family + " ")
         )
-        client = subprocess.Popen(
-            pinned(cmd, client_cpu), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        try:
-            # Let every stream connect and get its first tokens, then read the memory.
-            deadline = time.monotonic() + 20
-            rss = gateway.proc.rss_kib()
-            while time.monotonic() < deadline:
-                time.sleep(1.0)
-                rss = max(rss, gateway.proc.rss_kib())
-            points.append({"streams": streams, "rss_kib": rss})
-            print(
-                f"[bench] memory: {streams} open streams, serve RSS {rss / 1024:.1f} MiB",
-                flush=True,
-            )
-        finally:
-            client.kill()
-            client.wait(10)
-        time.sleep(3.0)
-    per_stream = None
-    if len(points) >= 2:
-        first, last = points[0], points[-1]
-        per_stream = (
-            (last["rss_kib"] - first["rss_kib"]) * 1024 / max(last["streams"] - first["streams"], 1)
-        )
-    return {"idle_rss_kib": idle, "points": points, "bytes_per_additional_stream": per_stream}
+    )
+
+
+def hold(gateway: Gateway, streams: int, client_cpu: int | None) -> tuple[int, int]:
+    """The highest RSS of `gateway` (KiB) while `streams` streams are held open, and how many
+    were open at the end (the client may not have opened them all)."""
+    cmd = sluicegate(
+        "bench",
+        "--url",
+        gateway.url,
+        "--model",
+        MODEL,
+        "--key",
+        gateway.key,
+        "--quiet",
+        "--workers",
+        "1",
+        "--concurrency",
+        str(streams),
+        "--duration",
+        "25s",
+        "--timeout",
+        "25s",
+        "--max-inflight",
+        str(streams),
+        *HOLD,
+    )
+    client = subprocess.Popen(
+        pinned(cmd, client_cpu), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        # Let every stream connect and get its first tokens, then read the memory.
+        deadline = time.monotonic() + 20
+        rss = gateway.proc.rss_kib()
+        while time.monotonic() < deadline:
+            time.sleep(1.0)
+            rss = max(rss, gateway.proc.rss_kib())
+        return rss, open_streams(gateway)
+    finally:
+        client.kill()
+        client.wait(10)
+
+
+def added_kib(point: dict[str, Any]) -> int:
+    return int(point["rss_kib"] - point["idle_rss_kib"])
+
+
+def per_stream(points: list[dict[str, Any]]) -> tuple[float | None, float | None]:
+    """Bytes of RSS per open stream: (at the largest level, all it added over its idle RSS
+    divided by its streams, fixed costs of serving included; the least-squares slope of the
+    added RSS over the levels, what one more stream costs). One level alone has no slope."""
+    if not points:
+        return None, None
+    largest = points[-1]
+    at_largest = added_kib(largest) * 1024 / largest["streams"]
+    if len(points) < 2:
+        return at_largest, None
+    xs = [p["streams"] for p in points]
+    ys = [added_kib(p) * 1024 for p in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / spread
+    return at_largest, slope
 
 
 def run(
     workdir: Path, levels: list[int], proxy_cpu: int | None, client_cpu: int | None
 ) -> dict[str, Any]:
-    """`serve` in front of a simulator it reaches over HTTP/2, measured at `levels` streams."""
+    """Each level in a new `serve` in front of a simulator it reaches over HTTP/2."""
     sim = start("sim-h2", sluicegate("sim", "--port", "0", "--workers", "1"), workdir, client_cpu)
+    points: list[dict[str, Any]] = []
     try:
         address = wait_for_line(sim, r"listening on http://(\S+)").group(1)
         members = [{"provider_id": "sim", "http2": True}]
-        held = start_gateway(workdir, address, proxy_cpu, pool={"members": members})
-        try:
-            return measure(workdir, held, levels, client_cpu)
-        finally:
-            held.proc.stop()
+        for streams in levels:
+            level_dir = workdir / f"serve-{streams}"
+            level_dir.mkdir()
+            held = start_gateway(level_dir, address, proxy_cpu, pool={"members": members})
+            try:
+                time.sleep(1.0)
+                idle = held.proc.rss_kib()
+                rss, opened = hold(held, streams, client_cpu)
+            finally:
+                held.proc.stop()
+            if opened < streams * 0.98:
+                raise RuntimeError(f"{streams} streams asked for, {opened} open: not measured")
+            points.append(
+                {"streams": streams, "open": opened, "idle_rss_kib": idle, "rss_kib": rss}
+            )
+            added = (rss - idle) / 1024
+            print(
+                f"[bench] memory: {streams} open streams, serve RSS {rss / 1024:.1f} MiB "
+                f"({added:.1f} over its idle {idle / 1024:.1f}; {opened} streams open at the end)",
+                flush=True,
+            )
     finally:
         sim.stop()
+    idle_rss = min(p["idle_rss_kib"] for p in points) if points else None
+    at_largest, slope = per_stream(points)
+    return {
+        "idle_rss_kib": idle_rss,
+        "points": points,
+        "bytes_per_stream_at_largest": at_largest,
+        "bytes_per_additional_stream": slope,
+    }
+
+
+def summary_line(data: dict[str, Any]) -> str:
+    at_largest, slope = data["bytes_per_stream_at_largest"], data["bytes_per_additional_stream"]
+    if at_largest is None:
+        return "no level measured"
+    largest = data["points"][-1]["streams"]
+    line = f"RSS per open stream at {largest} streams: {at_largest / 1024:.1f} KiB"
+    if slope is not None:
+        line += f"; per additional stream (slope over the levels): {slope / 1024:.1f} KiB"
+    return line
 
 
 def main() -> int:
@@ -114,8 +182,7 @@ def main() -> int:
     (RESULTS / ("memory-quick.json" if quick else "memory.json")).write_text(
         json.dumps(data, indent=2)
     )
-    per = data["bytes_per_additional_stream"]
-    print(f"RSS per additional open stream: {per / 1024:.1f} KiB" if per else json.dumps(data))
+    print(summary_line(data))
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import fleet, overload, progress, standard_client, tls, tracing, translation
+from bench import fleet, memory, overload, progress, standard_client, tls, tracing, translation
 
 
 def _f(v: Any, digits: int = 2) -> str:
@@ -220,11 +220,13 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["", f"Load generator overhead (simulator set to {configured}): {measured}."]
     mem = results.get("memory")
     if mem:
-        lines += ["", _row(["open streams", "serve RSS (MiB)"]), _row(["---"] * 2)]
-        lines += [_row([str(p["streams"]), f"{p['rss_kib'] / 1024:.1f}"]) for p in mem["points"]]
-        per = mem["bytes_per_additional_stream"]
-        per_kib = per / 1024 if per is not None else None
-        lines += ["", f"RSS per additional open stream: {_f(per_kib, 1)} KiB."]
+        header = ["open streams", "serve RSS (MiB)", "its idle RSS (MiB)", "added (MiB)"]
+        lines += ["", "Each level in a `serve` of its own.", "", _row(header), _row(["---"] * 4)]
+        for p in mem["points"]:
+            idle = p["idle_rss_kib"]
+            mib = [p["rss_kib"] / 1024, idle / 1024, (p["rss_kib"] - idle) / 1024]
+            lines += [_row([str(p["streams"]), *(f"{v:.1f}" for v in mib)])]
+        lines += ["", memory.summary_line(mem) + "."]
     if results.get("standard_client"):
         lines += ["", standard_client.markdown(results["standard_client"])]
     if results.get("progress"):
