@@ -30,14 +30,17 @@ class Gateway:
     key: str
 
     def metric(self, name: str) -> float | None:
-        """A counter or gauge from the admin API's /metrics (None without an admin API)."""
+        """A counter or gauge from the admin API's /metrics, summed over its labels (None
+        without an admin API or without the metric)."""
         if not self.admin:
             return None
         text = httpx.get(self.admin + "/metrics", timeout=30).text
-        for line in text.splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-        return None
+        values = [
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith(name + " ") or line.startswith(name + "{")
+        ]
+        return sum(values) if values else None
 
     def admin_get(self, path: str, **params: Any) -> Any:
         r = httpx.get(

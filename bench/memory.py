@@ -16,14 +16,13 @@ alone swings with either of them).
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from bench.gateway import MODEL, Gateway, start_gateway
 from bench.procs import RESULTS, cpus, pinned, sluicegate, start, wait_for_line
@@ -41,19 +40,6 @@ HOLD = [
     "--header",
     "x-sim-itl-ms: 1000",
 ]
-
-
-def open_streams(gateway: Gateway) -> int:
-    """Requests the gateway has at its upstreams now (every pool's in-flight gauge)."""
-    text = httpx.get(gateway.admin + "/metrics", timeout=30).text
-    family = "sluicegate_pool_inflight"
-    return int(
-        sum(
-            float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
-            if line.startswith(family + "{") or line.startswith(family + " ")
-        )
-    )
 
 
 def hold(gateway: Gateway, streams: int, client_cpu: int | None) -> tuple[int, int]:
@@ -90,7 +76,8 @@ def hold(gateway: Gateway, streams: int, client_cpu: int | None) -> tuple[int, i
         while time.monotonic() < deadline:
             time.sleep(1.0)
             rss = max(rss, gateway.proc.rss_kib())
-        return rss, open_streams(gateway)
+        # Requests at the upstreams: every pool's in-flight gauge.
+        return rss, int(gateway.metric("sluicegate_pool_inflight") or 0)
     finally:
         client.kill()
         client.wait(10)
@@ -110,11 +97,10 @@ def per_stream(points: list[dict[str, Any]]) -> tuple[float | None, float | None
     at_largest = added_kib(largest) * 1024 / largest["streams"]
     if len(points) < 2:
         return at_largest, None
-    xs = [p["streams"] for p in points]
-    ys = [added_kib(p) * 1024 for p in points]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    spread = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / spread
+    fit = statistics.linear_regression(
+        [p["streams"] for p in points], [added_kib(p) * 1024 for p in points]
+    )
+    slope = fit.slope
     return at_largest, slope
 
 
