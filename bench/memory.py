@@ -100,8 +100,7 @@ def per_stream(points: list[dict[str, Any]]) -> tuple[float | None, float | None
     fit = statistics.linear_regression(
         [p["streams"] for p in points], [added_kib(p) * 1024 for p in points]
     )
-    slope = fit.slope
-    return at_largest, slope
+    return at_largest, fit.slope
 
 
 def run(
@@ -128,7 +127,7 @@ def run(
             points.append(
                 {"streams": streams, "open": opened, "idle_rss_kib": idle, "rss_kib": rss}
             )
-            added = (rss - idle) / 1024
+            added = added_kib(points[-1]) / 1024
             print(
                 f"[bench] memory: {streams} open streams, serve RSS {rss / 1024:.1f} MiB "
                 f"({added:.1f} over its idle {idle / 1024:.1f}; {opened} streams open at the end)",
@@ -136,10 +135,8 @@ def run(
             )
     finally:
         sim.stop()
-    idle_rss = min(p["idle_rss_kib"] for p in points) if points else None
     at_largest, slope = per_stream(points)
     return {
-        "idle_rss_kib": idle_rss,
         "points": points,
         "bytes_per_stream_at_largest": at_largest,
         "bytes_per_additional_stream": slope,

@@ -223,8 +223,7 @@ def markdown(results: dict[str, Any]) -> str:
         header = ["open streams", "serve RSS (MiB)", "its idle RSS (MiB)", "added (MiB)"]
         lines += ["", "Each level in a `serve` of its own.", "", _row(header), _row(["---"] * 4)]
         for p in mem["points"]:
-            idle = p["idle_rss_kib"]
-            mib = [p["rss_kib"] / 1024, idle / 1024, (p["rss_kib"] - idle) / 1024]
+            mib = [p["rss_kib"] / 1024, p["idle_rss_kib"] / 1024, memory.added_kib(p) / 1024]
             lines += [_row([str(p["streams"]), *(f"{v:.1f}" for v in mib)])]
         lines += ["", memory.summary_line(mem) + "."]
     if results.get("standard_client"):
