@@ -37,6 +37,13 @@ def _post(url: str, key: str, body: dict | None = None) -> int:  # type: ignore[
         return 0
 
 
+def _refilled(starts: list[float], at: float) -> float:
+    """Tokens (20/s, burst 20) the bucket gained between the last offer before `at` and `at`:
+    under an offer above the rate, each offer takes what the bucket holds."""
+    before = [t for t in starts if t < at]
+    return min(20.0, 20.0 * (at - before[-1])) if before else 20.0
+
+
 def test_a_rate_limit_holds_across_the_fleet_within_two_percent(new_fleet: Fleet, sims) -> None:
     """RPM 1200 with a burst of 20 (a scaled-down minute): offered twice its rate through three
     replicas for 20 s, the fleet admits its rate, within 2%, after the first burst."""
@@ -80,7 +87,22 @@ def test_a_rate_limit_holds_across_the_fleet_within_two_percent(new_fleet: Fleet
     assert offered_in_window >= 1.5 * expected, (
         f"the test client offered only {offered_in_window} requests"
     )
-    assert abs(admitted_in_window - expected) <= 0.02 * expected
+    # The window admits its 360 tokens, plus what the bucket held when it began, minus what it
+    # held when it ended and what it could not hold (past its burst of 20) while nothing was
+    # offered. Under a steady offer above the rate those are nil; where the whole client stalled
+    # (a loaded machine) they are not, and the bounds say by how much.
+    starts = sorted(offered)
+    held_at_begin = _refilled(starts, begin)
+    held_at_end = _refilled(starts, begin + 18)
+    inside = [t for t in starts if begin <= t < begin + 18]
+    spilled = sum(max(0.0, 20.0 * (b - a) - 20.0) for a, b in itertools.pairwise(inside))
+    print(
+        f"bucket at the window's start {held_at_begin:.1f}, end {held_at_end:.1f}; "
+        f"spilled {spilled:.1f}"
+    )
+    low = expected - 0.02 * expected - held_at_end - spilled
+    high = expected + 0.02 * expected + held_at_begin
+    assert low <= admitted_in_window <= high
 
 
 def _overlap(records: list[dict]) -> int:  # type: ignore[type-arg]
