@@ -75,6 +75,23 @@ def test_events_of_an_earlier_release_are_stored_with_the_parts_they_lack(
     assert core.acks == [2]
 
 
+def test_nulls_and_booleans_are_stored_as_nulls_and_zero_or_one(harness: Harness) -> None:
+    # On SQLite they are bound through adapters registered in `control.db` (the default search
+    # for one cost time per value): what is stored must be what the default binding stored.
+    core = FakeCore([event("r1", seq=1, stream=True, fallback=False, connect_ms=None)])
+    assert core.drainer(harness).drain()
+    with harness.ctx.sessions() as session:
+        stored = session.execute(
+            sa.text("SELECT stream, fallback, connect_ms, error_code, tags FROM usage_records")
+        ).one()
+        sqlite = session.get_bind().dialect.name == "sqlite"
+    expected = (1, 0, None, None, None) if sqlite else (True, False, None, None, None)
+    assert tuple(stored) == expected
+    assert [type(v) for v in stored[:2]] == ([int, int] if sqlite else [bool, bool])
+    row = _rows(harness)[0]
+    assert (row.stream, row.fallback, row.connect_ms, row.error_code) == (True, False, None, None)
+
+
 def test_rollups_count_only_the_rows_inserted(harness: Harness) -> None:
     minute, hour, day = 1772600760, 1772600400, 1772582400
     core = FakeCore(
