@@ -25,6 +25,7 @@ from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from control.usage.events import ADDED_LATER, ERROR_OUTCOMES, FIELDS, complete
@@ -127,6 +128,30 @@ SQLITE_ROLLUP = (
 SQLITE_SLICE = 16
 
 
+def _insert_in_slices(
+    conn: Connection, rows: list[tuple[Any, ...]], pause: Callable[[], None]
+) -> int:
+    """Through the driver's cursor (a statement through SQLAlchemy costs more than a slice's
+    rows), with the driver's errors raised as SQLAlchemy raises them, so that the drainer tells
+    a refused value from an unreachable database the same way on both paths."""
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    cursor = conn.connection.cursor()
+    inserted = 0
+    try:
+        for start in range(0, len(rows), SQLITE_SLICE):
+            if start:
+                pause()
+            cursor.executemany(SQLITE_INSERT, rows[start : start + SQLITE_SLICE])
+            inserted += cursor.rowcount
+    except dbapi_error as e:
+        raise DBAPIError.instance(
+            SQLITE_INSERT, None, e, dbapi_error, hide_parameters=True, dialect=conn.dialect
+        ) from e
+    finally:
+        cursor.close()
+    return inserted
+
+
 def _write_sqlite(
     conn: Connection, events: Sequence[dict[str, Any]], pause: Callable[[], None] | None
 ) -> int:
@@ -140,15 +165,7 @@ def _write_sqlite(
     if pause is None:
         inserted: int = conn.exec_driver_sql(SQLITE_INSERT, rows).rowcount
     else:
-        # The driver's cursor: a statement through SQLAlchemy costs more than a slice's rows.
-        cursor = conn.connection.cursor()
-        inserted = 0
-        for start in range(0, len(rows), SQLITE_SLICE):
-            if start:
-                pause()
-            cursor.executemany(SQLITE_INSERT, rows[start : start + SQLITE_SLICE])
-            inserted += cursor.rowcount
-        cursor.close()
+        inserted = _insert_in_slices(conn, rows, pause)
     if inserted:
         conn.exec_driver_sql(SQLITE_ROLLUP, (before,))
     return inserted
