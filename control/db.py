@@ -27,7 +27,7 @@ def _null(value: None) -> None:
 
 # Python's sqlite3 binds `None` and `bool` only after a search for an adapter that ends in an
 # AttributeError formatted and then discarded (about 0.4-0.7 us a value): every usage row has
-# several nulls and two booleans, and this was an eighth of the drainer's CPU per event. A
+# several nulls and two booleans, and this was about a tenth of the drainer's CPU per event. A
 # registered adapter is found at once. What is stored does not change: NULL, and 0 or 1.
 sqlite3.register_adapter(type(None), _null)
 sqlite3.register_adapter(bool, int)

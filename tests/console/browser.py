@@ -214,7 +214,18 @@ class Pages:
         path = self.shots / f"{name}.png"
         path.write_bytes(d.get_screenshot_as_png())
         d.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        # The charts resize back too: a click computed meanwhile can land beside its target.
+        time.sleep(0.3)
         return path
+
+    def click_when_ready(self, css: str, timeout: float = 15) -> None:
+        """Click an element once it is shown and enabled (just revealed, say, by a <details>)."""
+
+        def ready(d: WebDriver) -> Any:
+            shown = [e for e in d.find_elements(By.CSS_SELECTOR, css) if e.is_displayed()]
+            return next((e for e in shown if e.is_enabled()), False)
+
+        WebDriverWait(self.driver, timeout).until(ready).click()
 
     def dark(self, on: bool) -> None:
         value = "dark" if on else "light"

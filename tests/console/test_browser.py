@@ -186,7 +186,7 @@ def test_a_key_from_creation_to_revocation(gateway: Gateway, pages: Pages) -> No
 
     # Revoke from the console: the SDK is refused at once.
     pages.find("details.danger summary").click()
-    pages.find('form[action$="/revoke"] button').click()
+    pages.click_when_ready('form[action$="/revoke"] button')
     assert "revoked" in pages.wait(".alert.ok").text
     with pytest.raises(openai.AuthenticationError):
         client.chat.completions.create(
