@@ -10,8 +10,8 @@ Each database takes the batch the cheapest way, because the drainer shares the g
 - SQLite runs in this process: one `executemany` of plain tuples from the parsed events (the loop
   runs in C, `started_at` turned into its stored text form by SQLite), then the rollups aggregated
   by SQLite from the rows just inserted (ids above the largest before the batch: the drainer is
-  the only writer of usage rows). The insert runs in slices of `SQLITE_SLICE` rows, with the
-  caller's `pause` between them: see `_write_sqlite`.
+  the only writer of usage rows). Given a `pause`, the insert runs in slices of `SQLITE_SLICE`
+  rows with the pause between them: see `_write_sqlite`.
 Aggregating in Python instead cost about as much as everything else together when a batch holds
 many keys (each event then makes its own three rollup rows).
 """
@@ -128,20 +128,20 @@ SQLITE_ROLLUP = (
 SQLITE_SLICE = 16
 
 
-def _insert_in_slices(
-    conn: Connection, rows: list[tuple[Any, ...]], pause: Callable[[], None]
-) -> int:
-    """Through the driver's cursor (a statement through SQLAlchemy costs more than a slice's
-    rows), with the driver's errors raised as SQLAlchemy raises them, so that the drainer tells
-    a refused value from an unreachable database the same way on both paths."""
+def _insert(conn: Connection, rows: list[tuple[Any, ...]], pause: Callable[[], None] | None) -> int:
+    """The rows in one statement, or with a `pause`, in slices with the pause between them.
+    Through the driver's cursor (a statement through SQLAlchemy costs more than a slice's rows),
+    with the driver's errors raised as SQLAlchemy raises them, so that the drainer tells a
+    refused value from an unreachable database."""
+    step = SQLITE_SLICE if pause is not None else max(len(rows), 1)
     dbapi_error = conn.dialect.loaded_dbapi.Error
     cursor = conn.connection.cursor()
     inserted = 0
     try:
-        for start in range(0, len(rows), SQLITE_SLICE):
-            if start:
+        for start in range(0, len(rows), step):
+            if start and pause is not None:
                 pause()
-            cursor.executemany(SQLITE_INSERT, rows[start : start + SQLITE_SLICE])
+            cursor.executemany(SQLITE_INSERT, rows[start : start + step])
             inserted += cursor.rowcount
     except dbapi_error as e:
         raise DBAPIError.instance(
@@ -161,11 +161,7 @@ def _write_sqlite(
     when the caller gives a `pause` (a yield of the CPU), the rows go in slices with the pause
     between them, and a waiting worker runs within a slice's time."""
     before = conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM usage_records").scalar_one()
-    rows = list(map(_row, events))
-    if pause is None:
-        inserted: int = conn.exec_driver_sql(SQLITE_INSERT, rows).rowcount
-    else:
-        inserted = _insert_in_slices(conn, rows, pause)
+    inserted = _insert(conn, list(map(_row, events)), pause)
     if inserted:
         conn.exec_driver_sql(SQLITE_ROLLUP, (before,))
     return inserted
