@@ -56,13 +56,13 @@ def payload(sim: str, key: str) -> str:
     )
 
 
-def last_seq(batch: str) -> int | None:
+def last_seq(batch: bytes) -> int | None:
     """The sequence number of a drained batch's last event (`seq` is each event's first field),
     without parsing the batch: this process stands for "no usage accounting"."""
-    at = batch.rfind('{"seq":')
+    at = batch.rfind(b'{"seq":')
     if at < 0:
         return None
-    digits = batch[at + 7 : batch.index(",", at)]
+    digits = batch[at + 7 : batch.index(b",", at)]
     return int(digits)
 
 

@@ -96,10 +96,11 @@ def synthetic_events(count: int, keys: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
-def batches(events: list[dict[str, Any]], size: int) -> list[str]:
-    """What `Core.drain_usage` returns: compact JSON arrays."""
+def batches(events: list[dict[str, Any]], size: int) -> list[bytes]:
+    """What `Core.drain_usage` returns: compact JSON arrays, UTF-8."""
     return [
-        json.dumps(events[i : i + size], separators=(",", ":")) for i in range(0, len(events), size)
+        json.dumps(events[i : i + size], separators=(",", ":")).encode()
+        for i in range(0, len(events), size)
     ]
 
 
@@ -126,21 +127,22 @@ def postgresql_url(url: str) -> Iterator[str]:
         admin.dispose()
 
 
-def run_once(url: str, texts: list[str], events: int) -> tuple[float, float]:
+def run_once(url: str, texts: list[bytes], events: int) -> tuple[float, float]:
     """Drain every batch into a fresh database: (events/s, CPU microseconds per event)."""
     engine = create_db_engine(url)
     migrations.upgrade(engine)
     queue = list(texts)
     acked: list[int] = []
 
-    def source(max_events: int, timeout_ms: int) -> str:
-        return queue.pop(0) if queue else "[]"
+    def source(max_events: int, timeout_ms: int) -> bytes:
+        return queue.pop(0) if queue else b"[]"
 
     drainer = UsageDrainer(source, session_factory(engine), ack=acked.append)
     cpu, wall = time.process_time(), time.perf_counter()
     while drainer.step(0, gentle=True):
         pass
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    drainer.close()
     with engine.connect() as conn:
         stored = conn.execute(sa.text("SELECT count(*) FROM usage_records")).scalar_one()
     engine.dispose()
@@ -149,7 +151,7 @@ def run_once(url: str, texts: list[str], events: int) -> tuple[float, float]:
     return events / wall, cpu / events * 1e6
 
 
-def parse_only(texts: list[str], events: int) -> float:
+def parse_only(texts: list[bytes], events: int) -> float:
     cpu = time.process_time()
     for text in texts:
         parse(text)

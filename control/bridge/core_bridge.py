@@ -169,8 +169,9 @@ class CoreBridge:
 
     # --- usage ----------------------------------------------------------------------------------
 
-    def drain_usage(self, max_events: int, timeout_ms: int) -> str:
-        """Up to `max_events` events as a JSON array, waiting up to `timeout_ms` for the first."""
+    def drain_usage(self, max_events: int, timeout_ms: int) -> bytes:
+        """Up to `max_events` events as a JSON array (UTF-8), waiting up to `timeout_ms` for the
+        first."""
         return self._core.drain_usage(max_events, timeout_ms)
 
     def ack_usage(self, seq: int) -> None:

@@ -24,11 +24,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from sqlalchemy import Engine
 from sqlalchemy.exc import DataError, IntegrityError, ProgrammingError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -37,12 +39,12 @@ from control.process.settings import UsageSettings
 from control.timeutil import utcnow
 from control.usage.events import missing_fields
 from control.usage.models import UsageReject
-from control.usage.writer import write_events, write_text
+from control.usage.writer import TextWriter, write_events
 
 log = logging.getLogger("sluicegate.usage")
 
-# `Core.drain_usage(max, timeout_ms)`: a JSON array of events.
-Source = Callable[[int, int], str]
+# `Core.drain_usage(max, timeout_ms)`: a JSON array of events, UTF-8.
+Source = Callable[[int, int], bytes]
 Ack = Callable[[int], None]
 Backlog = Callable[[], int]
 
@@ -60,7 +62,7 @@ def refused_values(error: BaseException) -> bool:
 class Batch:
     events: list[dict[str, Any]]
     # The JSON text the events came in, while it holds exactly them.
-    raw: str | None
+    raw: bytes | None
     # The highest sequence number handed out in this batch: acknowledged once it is stored.
     last_seq: int | None
     rejects: list[tuple[Any, str]] = field(default_factory=list)
@@ -70,14 +72,15 @@ class Batch:
         return len(self.events) + len(self.rejects)
 
 
-def parse(raw: str) -> Batch:
+def parse(raw: bytes) -> Batch:
     """One parse of the batch. Fields are not checked one by one here: an event missing one
     fails the batch's write, and the batch is then split until that event is alone (see
     `_store_apart`)."""
     try:
         items = orjson.loads(raw)
     except ValueError as e:
-        return Batch([], None, None, [(raw, f"the batch is not JSON: {e}")])
+        text = raw.decode(errors="replace")
+        return Batch([], None, None, [(text, f"the batch is not JSON: {e}")])
     if not isinstance(items, list):
         return Batch([], None, None, [(items, "the batch is not a JSON array")])
     events: list[dict[str, Any]] = []
@@ -92,6 +95,12 @@ def parse(raw: str) -> Batch:
         if type(seq) is int and (last_seq is None or seq > last_seq):
             last_seq = seq
     return Batch(events, raw if not rejects else None, last_seq, rejects)
+
+
+def _text_writer(sessions: sessionmaker[Session]) -> TextWriter | None:
+    with sessions() as session:
+        bind = session.get_bind()
+    return TextWriter.of(bind) if isinstance(bind, Engine) else None
 
 
 def _reject_row(item: Any, reason: str) -> UsageReject:
@@ -134,8 +143,11 @@ class UsageDrainer:
         self._timeout_ms = timeout_ms
         self._linger = linger_ms / 1000
         self._max_backoff = max_backoff
+        # Where the database takes a batch's text as it is (PostgreSQL), on a connection held
+        # from one batch to the next.
+        self._text = _text_writer(sessions)
         # Taken from the core, not stored yet: the text as handed out, and its parse once needed.
-        self._pending: str | None = None
+        self._pending: bytes | None = None
         self._parsed: Batch | None = None
         # Stored, but its acknowledgement failed: covered by the next one, or tried again when the
         # core has nothing new.
@@ -152,7 +164,7 @@ class UsageDrainer:
 
     def _parse_pending(self) -> Batch:
         if self._parsed is None:
-            self._parsed = parse(self._pending or "[]")
+            self._parsed = parse(self._pending or b"[]")
         return self._parsed
 
     def step(self, timeout_ms: int, *, gentle: bool = False) -> int:
@@ -161,7 +173,7 @@ class UsageDrainer:
         steady draining beside live traffic (see `_store`)."""
         if self._pending is None:
             raw = self._source(self._batch, timeout_ms)
-            if raw == "[]":
+            if raw == b"[]":
                 if self._ack_due is not None:
                     # Nothing new to cover it: the journal would keep those events forever.
                     self._acknowledge(self._ack_due)
@@ -190,7 +202,7 @@ class UsageDrainer:
         self._ack_due = None
         self.acknowledged = seq
 
-    def _store(self, text: str, gentle: bool) -> tuple[int, int | None]:
+    def _store(self, text: bytes, gentle: bool) -> tuple[int, int | None]:
         """Store the batch `text` in one transaction; returns the events it held (stored or kept
         as rejects) and its highest sequence number. `gentle`: unless a full batch waits, yield
         the CPU between slices of SQLite's insert (`writer._write_sqlite`), so that a request
@@ -200,15 +212,15 @@ class UsageDrainer:
         pause = os.sched_yield if gentle and not self._behind() else None
         batch: Batch | None = None
         try:
-            with self._sessions() as session, session.begin():
-                stored = write_text(session, text)
-                if stored is None:
+            if self._text is not None:
+                stored = self._text.write(text)
+                new, events, last_seq = stored.inserted, stored.events, stored.last_seq
+            else:
+                with self._sessions() as session, session.begin():
                     batch = self._parse_pending()
                     new = write_events(session, batch.events, batch.raw, pause)
                     session.add_all(_reject_row(item, reason) for item, reason in batch.rejects)
-                    events, last_seq = len(batch.events), batch.last_seq
-                else:
-                    new, events, last_seq = stored.inserted, stored.events, stored.last_seq
+                events, last_seq = len(batch.events), batch.last_seq
         except Exception as e:
             if not refused_values(e):
                 raise
@@ -259,13 +271,29 @@ class UsageDrainer:
 
     def run(self, stop: threading.Event) -> None:
         """Drain for as long as the process runs (until `stop`)."""
-        self._loop(stop=stop, deadline=None, until_empty=False)
+        with self._connection_released():
+            self._loop(stop=stop, deadline=None, until_empty=False)
 
     def drain(self, *, deadline: float | None = None, stop: threading.Event | None = None) -> bool:
         """Write and acknowledge until the core holds no unacknowledged event (at start, to
         replay the journal; at shutdown, after the core stopped). Retries while the database is
         away, until `deadline` (monotonic) or `stop`; returns whether everything was stored."""
-        return self._loop(stop=stop, deadline=deadline, until_empty=True)
+        with self._connection_released():
+            return self._loop(stop=stop, deadline=deadline, until_empty=True)
+
+    def close(self) -> None:
+        """Release the connection held from one batch to the next (`step` keeps it)."""
+        if self._text is not None:
+            self._text.close()
+
+    @contextmanager
+    def _connection_released(self) -> Iterator[None]:
+        """The connection is held while draining, not between the replay at start and the
+        drainer's thread, nor after."""
+        try:
+            yield
+        finally:
+            self.close()
 
     def _loop(
         self, *, stop: threading.Event | None, deadline: float | None, until_empty: bool

@@ -15,7 +15,7 @@ use crate::metrics::{self, FamilySnapshot};
 use crate::proxy::{self, ServerSettings, Shared};
 use crate::runtime::{Served, StartError};
 use crate::server;
-use crate::usage::UsageSink;
+use crate::usage::{DrainedBatch, UsageSink};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CoreError {
@@ -351,19 +351,9 @@ impl Core {
         Ok(())
     }
 
-    /// Up to `max` usage events as a JSON array, waiting up to `timeout` for the first.
-    pub fn drain_usage(&self, max: usize, timeout: Duration) -> String {
-        let events = self.shared.usage.drain(max, timeout);
-        let mut out = Vec::with_capacity(2 + events.iter().map(|e| e.len() + 1).sum::<usize>());
-        out.push(b'[');
-        for (i, event) in events.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(event);
-        }
-        out.push(b']');
-        String::from_utf8(out).unwrap_or_else(|_| "[]".into())
+    /// Up to `max` usage events, waiting up to `timeout` for the first.
+    pub fn drain_usage(&self, max: usize, timeout: Duration) -> DrainedBatch {
+        DrainedBatch::new(self.shared.usage.drain(max, timeout))
     }
 
     /// The control plane has stored every usage event up to `seq`; the journal may drop them.

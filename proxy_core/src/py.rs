@@ -8,6 +8,7 @@ use std::time::Duration;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 use crate::auth;
 use crate::core::{Core, CoreError, CoreOptions};
@@ -400,11 +401,17 @@ impl PyCore {
         py.detach(move || core.metrics_json())
     }
 
-    /// Up to `max` usage events as a JSON array, waiting up to `timeout_ms` for the first.
+    /// Up to `max` usage events as a JSON array (UTF-8 `bytes`), waiting up to `timeout_ms` for
+    /// the first. Written straight into the `bytes` object: no `str` (a UTF-8 check and a copy
+    /// more), no intermediate buffer of the whole batch.
     #[pyo3(signature = (max=1000, timeout_ms=0))]
-    fn drain_usage(&self, py: Python<'_>, max: usize, timeout_ms: u64) -> String {
+    fn drain_usage<'py>(&self, py: Python<'py>, max: usize, timeout_ms: u64) -> PyResult<Bound<'py, PyBytes>> {
         let core = self.inner.clone();
-        py.detach(move || core.drain_usage(max, Duration::from_millis(timeout_ms)))
+        let batch = py.detach(move || core.drain_usage(max, Duration::from_millis(timeout_ms)));
+        PyBytes::new_with(py, batch.json_len(), |out| {
+            batch.write_json(out);
+            Ok(())
+        })
     }
 
     /// Every event up to `seq` is stored: the journal may forget them. Raises JournalError.

@@ -135,6 +135,14 @@ def test_acknowledged_only_after_the_commit_and_kept_while_the_database_is_away(
         return real()
 
     monkeypatch.setattr(drainer, "_sessions", flaky)
+    if drainer._text is not None:  # PostgreSQL's batches go through their own connection
+        real_write = drainer._text.write
+
+        def flaky_write(text: str) -> Any:
+            flaky()
+            return real_write(text)
+
+        monkeypatch.setattr(drainer._text, "write", flaky_write)
     for _ in range(2):
         with pytest.raises(sa.exc.OperationalError):
             drainer.step(0)
@@ -169,6 +177,46 @@ def test_postgresql_takes_the_batch_unparsed(
     assert len(parses) == (0 if postgresql else 1)
 
 
+def test_postgresql_batches_share_one_connection_and_outlive_its_loss(harness: Harness) -> None:
+    """One statement per batch on a connection held from batch to batch (no checkout, pre-ping,
+    BEGIN or COMMIT per batch); when that connection dies, the batch in hand is kept, not
+    acknowledged, and stored on a new connection at the next try."""
+    engine = harness.ctx.engine
+    if engine.dialect.name != "postgresql":
+        pytest.skip("the held connection is PostgreSQL's path")
+    checkouts: list[object] = []
+    here = threading.get_ident()
+
+    def checkout(*args: object) -> None:
+        if threading.get_ident() == here:  # not the harness's own jobs
+            checkouts.append(args)
+
+    sa.event.listen(engine, "checkout", checkout)
+    core = FakeCore(*([event(f"r{i}", seq=i)] for i in range(1, 5)))
+    drainer = core.drainer(harness)
+    try:
+        assert [drainer.step(0) for _ in range(3)] == [1, 1, 1]
+        assert len(checkouts) == 1 and core.acks == [1, 2, 3]
+        with engine.connect() as conn:
+            killed = conn.execute(
+                sa.text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                    "AND query LIKE '%json_to_recordset%'"
+                )
+            ).scalar_one()
+        assert killed >= 1  # with any a finished test left behind
+        with pytest.raises(sa.exc.OperationalError):
+            drainer.step(0)
+        assert (core.acks, drainer.pending) == ([1, 2, 3], 1)
+        assert drainer.step(0) == 1
+        assert core.acks == [1, 2, 3, 4]
+        assert [r.request_id for r in _rows(harness)] == ["r1", "r2", "r3", "r4"]
+    finally:
+        drainer.close()
+        sa.event.remove(engine, "checkout", checkout)
+
+
 def test_a_failed_acknowledgement_is_covered_by_the_next(harness: Harness) -> None:
     core = FakeCore([event("r1", seq=1)], [event("r2", seq=2)])
     calls: list[int] = []
@@ -182,6 +230,22 @@ def test_a_failed_acknowledgement_is_covered_by_the_next(harness: Harness) -> No
     drainer.drain()
     assert calls == [1, 2] and drainer.acknowledged == 2
     assert len(_rows(harness)) == 2
+
+
+def test_a_batch_that_is_not_json_is_kept_whole_among_the_rejects(harness: Harness) -> None:
+    core = FakeCore([event("r1", seq=1)])
+    core.batches.insert(0, b'[{"seq": 1, "model": "caf\xc3\xa9"')  # cut short, UTF-8 inside
+    drainer = core.drainer(harness)
+    try:
+        assert drainer.step(0) == 1 and drainer.rejected == 1
+        assert drainer.step(0) == 1 and core.acks == [1]
+    finally:
+        drainer.close()
+    with harness.ctx.sessions() as session:
+        (reject,) = session.scalars(sa.select(UsageReject))
+    assert reject.reason.startswith("the batch is not JSON")
+    assert json.loads(reject.payload) == '[{"seq": 1, "model": "caf\u00e9"'
+    assert [r.request_id for r in _rows(harness)] == ["r1"]
 
 
 @pytest.mark.parametrize("gentle", [False, True])
@@ -246,7 +310,7 @@ def test_drain_waits_until_the_core_holds_nothing(harness: Harness) -> None:
     backlog = iter([2, 1, 0])  # events not yet synced by the core's journal when first asked
 
     def later() -> None:
-        core.batches.append(json.dumps([event("r2", seq=2)]))
+        core.batches.append(json.dumps([event("r2", seq=2)]).encode())
 
     def probe() -> int:
         left = next(backlog)

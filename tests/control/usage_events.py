@@ -59,12 +59,12 @@ class FakeCore:
     core does, a JSON array) and records the acknowledgements."""
 
     def __init__(self, *batches: list[Any]) -> None:
-        self.batches = [json.dumps(b) for b in batches]
+        self.batches = [json.dumps(b).encode() for b in batches]
         self.acks: list[int] = []
         self.on_ack: Any = None
 
-    def drain(self, max_events: int, timeout_ms: int) -> str:
-        return self.batches.pop(0) if self.batches else "[]"
+    def drain(self, max_events: int, timeout_ms: int) -> bytes:
+        return self.batches.pop(0) if self.batches else b"[]"
 
     def ack(self, seq: int) -> None:
         if self.on_ack is not None:
