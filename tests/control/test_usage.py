@@ -138,7 +138,7 @@ def test_acknowledged_only_after_the_commit_and_kept_while_the_database_is_away(
     if drainer._text is not None:  # PostgreSQL's batches go through their own connection
         real_write = drainer._text.write
 
-        def flaky_write(text: str) -> Any:
+        def flaky_write(text: bytes) -> Any:
             flaky()
             return real_write(text)
 
