@@ -142,10 +142,11 @@ def test_a_429_member_cools_down_while_others_serve(
     good = sim_factory("--ttft-ms", "1", "--itl-ms", "1")
     cfg, key = one_pool([limited.address, good.address])
     gw = gateway_factory(cfg)
-    start = time.monotonic()
     responses = send_many(gw, key, 40, workers=1)
-    assert time.monotonic() - start < 1.5
     assert all(r.status_code == 200 for r in responses)
+    # None waited out the 429's retry-after (2 s): the other member served it at once. (Per
+    # request: the 40 together took 1.9 s once on a loaded machine, none of them waiting.)
+    assert max(r.elapsed.total_seconds() for r in responses) < 1.5
     time.sleep(0.2)
     # After its first 429 nothing is sent to it while its retry-after lasts.
     assert len(records(record)) <= 1
