@@ -61,8 +61,6 @@ def refused_values(error: BaseException) -> bool:
 @dataclass
 class Batch:
     events: list[dict[str, Any]]
-    # The JSON text the events came in, while it holds exactly them.
-    raw: bytes | None
     # The highest sequence number handed out in this batch: acknowledged once it is stored.
     last_seq: int | None
     rejects: list[tuple[Any, str]] = field(default_factory=list)
@@ -80,9 +78,9 @@ def parse(raw: bytes) -> Batch:
         items = orjson.loads(raw)
     except ValueError as e:
         text = raw.decode(errors="replace")
-        return Batch([], None, None, [(text, f"the batch is not JSON: {e}")])
+        return Batch([], None, [(text, f"the batch is not JSON: {e}")])
     if not isinstance(items, list):
-        return Batch([], None, None, [(items, "the batch is not a JSON array")])
+        return Batch([], None, [(items, "the batch is not a JSON array")])
     events: list[dict[str, Any]] = []
     rejects: list[tuple[Any, str]] = []
     last_seq: int | None = None
@@ -94,7 +92,7 @@ def parse(raw: bytes) -> Batch:
         seq = item.get("seq")
         if type(seq) is int and (last_seq is None or seq > last_seq):
             last_seq = seq
-    return Batch(events, raw if not rejects else None, last_seq, rejects)
+    return Batch(events, last_seq, rejects)
 
 
 def _text_writer(sessions: sessionmaker[Session]) -> TextWriter | None:
@@ -218,7 +216,7 @@ class UsageDrainer:
             else:
                 with self._sessions() as session, session.begin():
                     batch = self._parse_pending()
-                    new = write_events(session, batch.events, batch.raw, pause)
+                    new = write_events(session, batch.events, pause)
                     session.add_all(_reject_row(item, reason) for item, reason in batch.rejects)
                 events, last_seq = len(batch.events), batch.last_seq
         except Exception as e:

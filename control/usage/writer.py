@@ -278,19 +278,19 @@ class TextWriter:
 def write_events(
     session: Session,
     events: Sequence[dict[str, Any]],
-    raw: bytes | None = None,
     pause: Callable[[], None] | None = None,
 ) -> int:
     """Store events (a batch, or a part of one) inside the session's transaction; returns how
-    many were new. `raw`: the JSON text that holds exactly these events, as the core handed it
-    out (PostgreSQL then takes it as is). `pause`: called between slices of SQLite's insert
-    (see `_write_sqlite`); PostgreSQL's work runs in its server. Raises when an event cannot be
+    many were new. A batch as the core handed it out goes to PostgreSQL through `TextWriter`;
+    this is its path for parsed events (a batch split to isolate a refused one). `pause`:
+    called between slices of SQLite's insert (see `_write_sqlite`); PostgreSQL's work runs in
+    its server. Raises when an event cannot be
     stored as it is (a malformed one): the caller splits the batch."""
     if not events:
         return 0
     conn = session.connection()
     if conn.dialect.name == "postgresql":
-        return _write_postgresql(conn, raw if raw is not None else json.dumps(events)).inserted
+        return _write_postgresql(conn, json.dumps(events)).inserted
     if conn.dialect.name != "sqlite":
         raise RuntimeError(f"usage rows need SQLite or PostgreSQL, not {conn.dialect.name}")
     return _write_sqlite(conn, events, pause)

@@ -35,18 +35,19 @@ impl DrainedBatch {
         }
         put(b"]");
     }
-
-    /// The JSON array in a new buffer (tests and callers without a buffer of their own).
-    pub fn to_json(&self) -> Vec<u8> {
-        let mut out = vec![0; self.json_len()];
-        self.write_json(&mut out);
-        out
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl DrainedBatch {
+        fn to_json(&self) -> Vec<u8> {
+            let mut out = vec![0; self.json_len()];
+            self.write_json(&mut out);
+            out
+        }
+    }
 
     #[test]
     fn an_empty_batch_is_an_empty_array() {
