@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import fleet, memory, overload, progress, standard_client, tls, tracing, translation
+from bench import (
+    fleet,
+    floor,
+    memory,
+    overload,
+    progress,
+    standard_client,
+    tls,
+    tracing,
+    translation,
+)
 
 
 def _f(v: Any, digits: int = 2) -> str:
@@ -228,6 +238,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["", memory.summary_line(mem) + "."]
     if results.get("standard_client"):
         lines += ["", standard_client.markdown(results["standard_client"])]
+    if results.get("floor"):
+        lines += ["", floor.markdown(results["floor"])]
     if results.get("progress"):
         lines += ["", progress.markdown(results["progress"])]
     if results.get("overload"):

@@ -19,6 +19,7 @@ from bench import (
     calibration,
     compare,
     fleet,
+    floor,
     memory,
     overload,
     postgres,
@@ -42,6 +43,7 @@ def main() -> int:
     parser.add_argument("--skip-overload", action="store_true")
     parser.add_argument("--skip-fleet", action="store_true")
     parser.add_argument("--skip-standard-client", action="store_true")
+    parser.add_argument("--skip-floor", action="store_true")
     parser.add_argument("--skip-tracing", action="store_true")
     parser.add_argument("--skip-progress", action="store_true")
     parser.add_argument("--skip-tls", action="store_true")
@@ -101,6 +103,14 @@ def main() -> int:
         if not args.skip_standard_client:
             results["standard_client"] = standard_client.run(
                 workdir / "standard-client",
+                2 if args.quick else 6,
+                1 if args.quick else 3,
+                proxy_cpu,
+                client_cpu,
+            )
+        if not args.skip_floor:
+            results["floor"] = floor.run(
+                workdir / "floor",
                 2 if args.quick else 6,
                 1 if args.quick else 3,
                 proxy_cpu,

@@ -51,11 +51,7 @@ class Heartbeat:
         ctx = self._ctx
         now = utcnow()
         refused = self._follower.refused
-        status: dict[str, Any] | None = None
-        try:
-            status = json.loads(read_status_text(ctx.bridge, fleet_windows(ctx.settings)))
-        except Exception:
-            log.debug("status unavailable for the heartbeat", exc_info=True)
+        status = self._published_status()
         from sluicegate import __version__
 
         row = Replica(
@@ -82,6 +78,22 @@ class Heartbeat:
                 select(func.count()).select_from(Replica).where(Replica.heartbeat_at >= since)
             )
         return max(int(live or 1), 1)
+
+    def _published_status(self) -> dict[str, Any] | None:
+        """The windowed status for the peers to merge, or None with SQLite: there this process
+        is the whole fleet, nobody reads it, and reading and parsing it is most of a beat's
+        CPU (about 4 ms a second on the proxy's CPU)."""
+        ctx = self._ctx
+        if ctx.fleet_schema is None:
+            return None
+        try:
+            status: dict[str, Any] = json.loads(
+                read_status_text(ctx.bridge, fleet_windows(ctx.settings))
+            )
+            return status
+        except Exception:
+            log.debug("status unavailable for the heartbeat", exc_info=True)
+            return None
 
     def run(self, stop: threading.Event) -> None:
         period = self._ctx.settings.fleet.heartbeat_ms / 1000
