@@ -94,14 +94,21 @@ def create_db_engine(url: str) -> Engine:
         raise ValueError(f"the driver of {parsed.drivername} is not installed{hint}") from e
 
 
-def _sqlite_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
+# Every SQLite connection's settings, the core's ledger writer's too (`control/usage/writer.py`).
+SQLITE_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA foreign_keys=ON",
+    "PRAGMA busy_timeout=30000",
     # FULL: a commit survives a power loss too. The drainer acknowledges usage after its commit
     # and the core then forgets it, so a commit that could be lost would lose usage.
-    cursor.execute("PRAGMA synchronous=FULL")
+    "PRAGMA synchronous=FULL",
+)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    for pragma in SQLITE_PRAGMAS:
+        cursor.execute(pragma)
     cursor.close()
 
 

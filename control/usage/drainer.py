@@ -10,11 +10,11 @@ refuses for its values (a malformed event, a bug in the core) is split until the
 are alone; those are kept in `usage_rejects` with the reason, the rest is written, and the batch is
 acknowledged: nothing the core reported disappears, nothing blocks the journal forever.
 
-Cost per event: on SQLite one parse of the whole batch (orjson: the standard `json` module cost a
-quarter of the drainer's CPU, with its garbage), a key check, a tuple, and SQLite's own work; on
-PostgreSQL nothing (the server reads the batch's JSON itself and returns its highest sequence
-number; the batch is parsed here only when the server refuses it). `bench/drainer.py` measures
-it.
+Cost per event in this process: on SQLite the core's read of the batch and SQLite's own work,
+with the GIL released (`writer.CoreSqliteWriter`); on PostgreSQL nothing (the server reads the
+batch's JSON itself and returns its highest sequence number). The batch is parsed here (orjson)
+only when the database refuses it, or for SQLite where the core cannot reach its library.
+`bench/drainer.py` measures it.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from control.process.settings import UsageSettings
 from control.timeutil import utcnow
 from control.usage.events import missing_fields
 from control.usage.models import UsageReject
-from control.usage.writer import TextWriter, write_events
+from control.usage.writer import CoreSqliteWriter, TextWriter, write_events
 
 log = logging.getLogger("sluicegate.usage")
 
@@ -51,8 +51,11 @@ Backlog = Callable[[], int]
 
 def refused_values(error: BaseException) -> bool:
     """The database (or the rollup arithmetic) refused values of the batch: retrying the same
-    batch cannot help. Anything else (unreachable, locked, timed out) is worth a retry."""
-    if isinstance(error, IntegrityError | DataError | TypeError | ValueError | KeyError):
+    batch cannot help. Anything else (unreachable, locked, timed out) is worth a retry. The
+    core's SQLite writer raises ValueError for what it refuses; Python's `sqlite3` raises
+    OverflowError for an integer beyond 64 bits."""
+    refused = IntegrityError | DataError | TypeError | ValueError | KeyError | OverflowError
+    if isinstance(error, refused):
         return True
     # SQLite refuses a value it cannot bind (an object where a number belongs) this way.
     return isinstance(error, ProgrammingError) and "binding parameter" in str(error.orig)
@@ -95,10 +98,14 @@ def parse(raw: bytes) -> Batch:
     return Batch(events, last_seq, rejects)
 
 
-def _text_writer(sessions: sessionmaker[Session]) -> TextWriter | None:
+def _batch_writer(sessions: sessionmaker[Session]) -> TextWriter | CoreSqliteWriter | None:
+    """What stores a batch's text as the core handed it out (PostgreSQL's server, or the core
+    itself for SQLite); `None`: the batch is parsed here and written through the session."""
     with sessions() as session:
         bind = session.get_bind()
-    return TextWriter.of(bind) if isinstance(bind, Engine) else None
+    if not isinstance(bind, Engine):
+        return None
+    return TextWriter.of(bind) or CoreSqliteWriter.of(bind)
 
 
 def _reject_row(item: Any, reason: str) -> UsageReject:
@@ -141,9 +148,9 @@ class UsageDrainer:
         self._timeout_ms = timeout_ms
         self._linger = linger_ms / 1000
         self._max_backoff = max_backoff
-        # Where the database takes a batch's text as it is (PostgreSQL), on a connection held
-        # from one batch to the next.
-        self._text = _text_writer(sessions)
+        # What takes a batch's text as it is (PostgreSQL's server, the core for SQLite), on a
+        # connection held from one batch to the next.
+        self._writer = _batch_writer(sessions)
         # Taken from the core, not stored yet: the text as handed out, and its parse once needed.
         self._pending: bytes | None = None
         self._parsed: Batch | None = None
@@ -210,8 +217,8 @@ class UsageDrainer:
         pause = os.sched_yield if gentle and not self._behind() else None
         batch: Batch | None = None
         try:
-            if self._text is not None:
-                stored = self._text.write(text)
+            if self._writer is not None:
+                stored = self._writer.write(text, pause is not None)
                 new, events, last_seq = stored.inserted, stored.events, stored.last_seq
             else:
                 with self._sessions() as session, session.begin():
@@ -281,8 +288,8 @@ class UsageDrainer:
 
     def close(self) -> None:
         """Release the connection held from one batch to the next (`step` keeps it)."""
-        if self._text is not None:
-            self._text.close()
+        if self._writer is not None:
+            self._writer.close()
 
     @contextmanager
     def _connection_released(self) -> Iterator[None]:

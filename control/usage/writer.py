@@ -8,30 +8,43 @@ Each database takes the batch the cheapest way, because the drainer shares the g
   into the rollups and returns the counts and the batch's highest sequence number, in one
   statement, one round trip (`TextWriter`). This process passes the bytes on as they are and
   never parses the batch (unless the server refuses it).
-- SQLite runs in this process: one `executemany` of plain tuples from the parsed events (the loop
-  runs in C, `started_at` turned into its stored text form by SQLite), then the rollups aggregated
-  by SQLite from the rows just inserted (ids above the largest before the batch: the drainer is
-  the only writer of usage rows). Given a `pause`, the insert runs in slices of `SQLITE_SLICE`
-  rows with the pause between them: see `_write_sqlite`.
+- SQLite runs in this process, on the CPU the request path uses. The core stores the batch's
+  text itself (`CoreSqliteWriter`): it reads the JSON into rows of values and binds them to
+  `SQLITE_INSERT` through the SQLite library Python loaded, then runs `SQLITE_ROLLUP`, the
+  rollups aggregated by SQLite from the rows just inserted (ids above the largest before the
+  batch: the drainer is the only writer of usage rows). This process neither parses the batch
+  nor builds a tuple per event (that and Python's binding of each value were half the ledger's
+  CPU per event: bench/README.md). Where the core cannot reach that library (a Python with
+  SQLite linked in statically, its symbols hidden), and for a batch split to isolate a refused
+  event, Python does the same: one `executemany` of plain tuples from the parsed events, then
+  the same rollup. Either way, given a pause, the insert runs in slices of `SQLITE_SLICE` rows
+  with the CPU given up between them: see `_write_sqlite`.
 Aggregating in Python instead cost about as much as everything else together when a batch holds
 many keys (each event then makes its own three rollup rows).
 """
 
 from __future__ import annotations
 
+import _sqlite3
 import contextlib
 import json
+import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
+from sluicegate._core import LedgerError, SqliteLedger
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from control.db import SQLITE_PRAGMAS
 from control.usage.events import ADDED_LATER, ERROR_OUTCOMES, FIELDS, complete
 from control.usage.rollups import COUNTERS
+
+log = logging.getLogger("sluicegate.usage")
 
 _STARTED_AT = FIELDS.index("started_at")
 _fields = itemgetter(*FIELDS)
@@ -126,6 +139,9 @@ SQLITE_ROLLUP = (
 )
 
 
+# The highest row id before a batch: its rows are those above it (the rollup's parameter).
+SQLITE_HIGH_WATER = "SELECT coalesce(max(id), 0) FROM usage_records"
+
 # Rows per insert statement when the caller pauses between them: about 0.2 ms of CPU.
 SQLITE_SLICE = 16
 
@@ -162,7 +178,7 @@ def _write_sqlite(
     250 Hz) whatever its own slice: that was much of `serve`'s c=1 tail (bench/README.md). So,
     when the caller gives a `pause` (a yield of the CPU), the rows go in slices with the pause
     between them, and a waiting worker runs within a slice's time."""
-    before = conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM usage_records").scalar_one()
+    before = conn.exec_driver_sql(SQLITE_HIGH_WATER).scalar_one()
     inserted = _insert(conn, list(map(_row, events)), pause)
     if inserted:
         conn.exec_driver_sql(SQLITE_ROLLUP, (before,))
@@ -253,10 +269,10 @@ class TextWriter:
         parses it (SQLite)."""
         return cls(engine) if engine.dialect.name == "postgresql" else None
 
-    def write(self, text: bytes) -> Stored:
+    def write(self, text: bytes, gentle: bool = False) -> Stored:
         """Store the batch `text`. Raises as `write_events` does when the batch cannot be
         stored as it is (not an array of objects, an event missing a field): the caller then
-        parses it and splits it."""
+        parses it and splits it. `gentle` changes nothing: the server does the work."""
         try:
             if self._conn is None:
                 self._conn = self._engine.connect()
@@ -275,14 +291,77 @@ class TextWriter:
                 conn.close()
 
 
+class CoreSqliteWriter:
+    """SQLite's path for a batch as the core handed it out: the core reads the batch and stores
+    it in one transaction (`sluicegate._core.SqliteLedger`, with this module's SQL and fields),
+    on a connection of its own held from one batch to the next, through the SQLite library
+    Python's `sqlite3` loaded (two copies of SQLite in one process would break its file locks).
+    The GIL is released meanwhile. A database that fails (busy past the timeout, I/O) closes the
+    connection; the next batch opens another."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._ledger: SqliteLedger | None = None
+        # Times the CPU was given up between slices of a batch's rows, in all.
+        self.pauses = 0
+
+    @classmethod
+    def of(cls, engine: Engine) -> CoreSqliteWriter | None:
+        """The writer of `engine`'s SQLite file, or `None` (the caller parses batches itself)
+        for another database, or when the core cannot reach Python's SQLite library."""
+        url = engine.url
+        if engine.dialect.name != "sqlite" or not url.database or url.query:
+            return None
+        writer = cls(os.path.abspath(url.database))
+        try:
+            writer._open()
+        except LedgerError as e:
+            log.info("usage: SQLite's batches are written through Python (%s)", e)
+            return None
+        return writer
+
+    def _open(self) -> SqliteLedger:
+        if self._ledger is None:
+            self._ledger = SqliteLedger(
+                _sqlite3.__file__,
+                self._path,
+                list(FIELDS),
+                list(ADDED_LATER.items()),
+                list(SQLITE_PRAGMAS),
+                SQLITE_INSERT,
+                SQLITE_HIGH_WATER,
+                SQLITE_ROLLUP,
+            )
+        return self._ledger
+
+    def write(self, text: bytes, gentle: bool = False) -> Stored:
+        """Store the batch `text`; `gentle`: give up the CPU every `SQLITE_SLICE` rows. Raises
+        ValueError when the batch cannot be stored as it is (nothing of it is): the caller then
+        parses it and splits it; LedgerError when the database failed."""
+        try:
+            ledger = self._open()
+            inserted, events, last_seq, pauses = ledger.write(text, SQLITE_SLICE if gentle else 0)
+        except LedgerError:
+            self.close()
+            raise
+        self.pauses += pauses
+        return Stored(inserted, events, last_seq)
+
+    def close(self) -> None:
+        ledger, self._ledger = self._ledger, None
+        if ledger is not None:
+            ledger.close()
+
+
 def write_events(
     session: Session,
     events: Sequence[dict[str, Any]],
     pause: Callable[[], None] | None = None,
 ) -> int:
     """Store events (a batch, or a part of one) inside the session's transaction; returns how
-    many were new. A batch as the core handed it out goes to PostgreSQL through `TextWriter`;
-    this is its path for parsed events (a batch split to isolate a refused one). `pause`:
+    many were new. A batch as the core handed it out goes through `TextWriter` (PostgreSQL) or
+    `CoreSqliteWriter`; this is the path for parsed events (a batch split to isolate a refused
+    one, or SQLite's batches where the core cannot reach its library). `pause`:
     called between slices of SQLite's insert (see `_write_sqlite`); PostgreSQL's work runs in
     its server. Raises when an event cannot be
     stored as it is (a malformed one): the caller splits the batch."""

@@ -2,7 +2,8 @@
 //! `server::serve` and `proxy::handle`.
 
 // `unsafe` is refused everywhere but in the usage hand-off's ring (`usage/ring.rs`), whose
-// cells are model-checked by loom (`make loom`), and the two scheduler calls of `sched.rs`.
+// cells are model-checked by loom (`make loom`), the two scheduler calls of `sched.rs`, and the
+// calls into the process's SQLite of `ledger/sqlite.rs`.
 #![deny(unsafe_code)]
 
 /// mimalloc for every allocation the core makes: the request path allocates a few dozen small
@@ -21,6 +22,7 @@ pub mod endpoint;
 pub mod error;
 pub mod fleet;
 pub mod header_names;
+pub mod ledger;
 pub mod limits;
 pub mod log_file;
 pub mod metrics;

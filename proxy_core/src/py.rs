@@ -12,6 +12,7 @@ use pyo3::types::PyBytes;
 
 use crate::auth;
 use crate::core::{Core, CoreError, CoreOptions};
+use crate::ledger::{Fields, LedgerWriter, Library, Scalar, Statements, WriteError};
 use crate::proxy::ServerSettings;
 use crate::server::ConnSettings;
 use sluicegate_tools::cli::CommandLineError;
@@ -41,6 +42,12 @@ create_exception!(
 );
 create_exception!(_core, LogError, SluicegateError, "A log file could not be opened or reopened.");
 create_exception!(_core, StateError, SluicegateError, "The call does not fit the object's state (already running).");
+create_exception!(
+    _core,
+    LedgerError,
+    SluicegateError,
+    "The ledger's database could not be opened or failed a batch (busy past its timeout, I/O); a later try may succeed."
+);
 create_exception!(
     _core,
     UsageError,
@@ -485,6 +492,75 @@ impl PySimulator {
     }
 }
 
+/// The usage ledger's SQLite writer: batches as `Core.drain_usage` hands them out, stored by the
+/// core through the SQLite library this process loaded for Python's `sqlite3` (`library`: the
+/// path of the `_sqlite3` module, already imported). The SQL and the fields are the caller's.
+#[pyclass(frozen, name = "SqliteLedger", module = "sluicegate._core")]
+struct PySqliteLedger {
+    inner: Mutex<Option<LedgerWriter>>,
+}
+
+#[pymethods]
+impl PySqliteLedger {
+    /// Opens `path` and prepares the statements; `setup` runs first (PRAGMAs). `defaults`: the
+    /// value of each field that events of an earlier release may lack. Raises LedgerError when
+    /// the library, the database or a statement cannot be had.
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        library: String,
+        path: String,
+        fields: Vec<String>,
+        defaults: Vec<(String, Option<i64>)>,
+        setup: Vec<String>,
+        insert: String,
+        high_water: String,
+        rollup: String,
+    ) -> PyResult<Self> {
+        let defaults = defaults.into_iter().map(|(name, v)| (name, v.map_or(Scalar::Null, Scalar::Int))).collect();
+        let fields = Fields::new(fields, defaults).map_err(pyo3::exceptions::PyValueError::new_err)?;
+        let statements = Statements { setup, insert, high_water, rollup };
+        let writer = py.detach(move || {
+            let lib = Library::of_loaded(&library).map_err(LedgerError::new_err)?;
+            LedgerWriter::open(lib, &path, &statements, fields).map_err(|e| LedgerError::new_err(e.to_string()))
+        })?;
+        Ok(Self { inner: Mutex::new(Some(writer)) })
+    }
+
+    /// Stores `batch` in one transaction; returns (rows inserted, events, highest seq, pauses
+    /// taken). With a
+    /// `slice`, gives up the CPU (`std::thread::yield_now`: `sched_yield`) after every `slice` rows. Raises ValueError when
+    /// the batch cannot be stored as it is (malformed, a value the database refuses: nothing is
+    /// stored), LedgerError when the database failed, StateError once closed.
+    #[pyo3(signature = (batch, slice=0))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        batch: &Bound<'_, PyBytes>,
+        slice: usize,
+    ) -> PyResult<(u64, usize, Option<i64>, u64)> {
+        let bytes = batch.as_bytes();
+        let result = py.detach(|| {
+            let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let writer = guard.as_mut().ok_or(None)?;
+            writer.write(bytes, slice, &mut std::thread::yield_now).map_err(Some)
+        });
+        match result {
+            Ok(stored) => Ok((stored.inserted, stored.events, stored.last_seq, stored.pauses)),
+            Err(None) => Err(StateError::new_err("the ledger writer is closed")),
+            Err(Some(WriteError::Refused(why))) => Err(pyo3::exceptions::PyValueError::new_err(why)),
+            Err(Some(e @ WriteError::Database(_))) => Err(LedgerError::new_err(e.to_string())),
+        }
+    }
+
+    /// Closes the connection (later writes raise StateError). Closing twice does nothing.
+    fn close(&self, py: Python<'_>) {
+        let writer = self.inner.lock().unwrap_or_else(PoisonError::into_inner).take();
+        py.detach(move || drop(writer));
+    }
+}
+
 /// One status for the fleet from the readings of its replicas (`Core.status_snapshot` JSON):
 /// counts add up, percentiles come from the merged histograms. Raises ValueError on bad input.
 #[pyfunction]
@@ -613,6 +689,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<PyCore>()?;
     m.add_class::<PySimulator>()?;
+    m.add_class::<PySqliteLedger>()?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(merge_status, m)?)?;
     m.add_function(wrap_pyfunction!(config_defaults, m)?)?;
@@ -632,6 +709,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TlsError", py.get_type::<TlsError>())?;
     m.add("LogError", py.get_type::<LogError>())?;
     m.add("UsageError", py.get_type::<UsageError>())?;
+    m.add("LedgerError", py.get_type::<LedgerError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // "release build, rustc 1.95.0 (...), x86_64-unknown-linux-gnu", from build.rs.
     m.add("__build__", env!("SLUICEGATE_BUILD"))?;

@@ -9,9 +9,11 @@ __all__ = [
     "ConfigError",
     "Core",
     "JournalError",
+    "LedgerError",
     "LogError",
     "Simulator",
     "SluicegateError",
+    "SqliteLedger",
     "StaleConfigError",
     "StartError",
     "StateError",
@@ -50,6 +52,10 @@ class StaleConfigError(ConfigError):
 
 class JournalError(SluicegateError):
     """The usage journal could not be opened, written or acknowledged."""
+
+class LedgerError(SluicegateError):
+    """The ledger's database could not be opened or failed a batch (busy past its timeout,
+    I/O); a later try may succeed."""
 
 class StartError(SluicegateError):
     """A server could not start (address in use, bad address)."""
@@ -155,6 +161,29 @@ class Simulator:
     @property
     def address(self) -> str: ...
     def stop(self, grace_seconds: float = 5.0) -> None: ...
+
+@final
+class SqliteLedger:
+    """The usage ledger's SQLite writer: batches as `Core.drain_usage` hands them out, stored by
+    the core through the SQLite library this process loaded for Python's `sqlite3` (`library`:
+    the path of the `_sqlite3` module, already imported). The SQL and the fields are the
+    caller's."""
+
+    def __new__(
+        cls,
+        library: str,
+        path: str,
+        fields: list[str],
+        defaults: list[tuple[str, int | None]],
+        setup: list[str],
+        insert: str,
+        high_water: str,
+        rollup: str,
+    ) -> Self: ...
+    def write(self, batch: bytes, slice: int = 0) -> tuple[int, int, int | None, int]:
+        """(rows inserted, events, highest seq, pauses taken). ValueError: the batch cannot be
+        stored as it is (nothing stored); LedgerError: the database failed; StateError: closed."""
+    def close(self) -> None: ...
 
 def run_bench(args: list[str]) -> tuple[str, str]: ...
 def merge_status(readings: list[str]) -> str: ...

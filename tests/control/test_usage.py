@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from control.usage.drainer import UsageDrainer
 from control.usage.models import UsageRecord, UsageReject, UsageRollup
 from control.usage.retention import delete_old_rows
-from control.usage.writer import SQLITE_SLICE
+from control.usage.writer import SQLITE_SLICE, CoreSqliteWriter
 from tests.control.helpers import Harness
 from tests.control.usage_events import T0, FakeCore, event
 
@@ -135,14 +135,14 @@ def test_acknowledged_only_after_the_commit_and_kept_while_the_database_is_away(
         return real()
 
     monkeypatch.setattr(drainer, "_sessions", flaky)
-    if drainer._text is not None:  # PostgreSQL's batches go through their own connection
-        real_write = drainer._text.write
+    if drainer._writer is not None:  # batches go through their own connection
+        real_write = drainer._writer.write
 
-        def flaky_write(text: bytes) -> Any:
+        def flaky_write(text: bytes, gentle: bool = False) -> Any:
             flaky()
-            return real_write(text)
+            return real_write(text, gentle)
 
-        monkeypatch.setattr(drainer._text, "write", flaky_write)
+        monkeypatch.setattr(drainer._writer, "write", flaky_write)
     for _ in range(2):
         with pytest.raises(sa.exc.OperationalError):
             drainer.step(0)
@@ -153,11 +153,10 @@ def test_acknowledged_only_after_the_commit_and_kept_while_the_database_is_away(
     assert [r.request_id for r in _rows(harness)] == ["r1", "r2"]
 
 
-def test_postgresql_takes_the_batch_unparsed(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """PostgreSQL unpacks the core's JSON itself and returns the batch's highest `seq`: the
-    drainer parses a batch only for SQLite (or when the server refuses the batch)."""
+def test_the_batch_is_stored_unparsed(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL unpacks the core's JSON itself, and for SQLite the core stores the batch
+    itself; either returns the batch's highest `seq`: the drainer parses a batch only when the
+    database refuses it."""
     import control.usage.drainer as drainer_module
 
     parses: list[str] = []
@@ -173,8 +172,7 @@ def test_postgresql_takes_the_batch_unparsed(
     assert drainer.step(0) == 3
     assert core.acks == [7]
     assert sorted(r.request_id for r in _rows(harness)) == ["r1", "r2", "r3"]
-    postgresql = harness.ctx.engine.dialect.name == "postgresql"
-    assert len(parses) == (0 if postgresql else 1)
+    assert parses == []
 
 
 def test_postgresql_batches_share_one_connection_and_outlive_its_loss(harness: Harness) -> None:
@@ -360,12 +358,18 @@ def test_a_steady_drainer_yields_the_cpu_between_slices_of_the_insert(
     core = FakeCore(batch, [event("late", seq=count + 1)])
     waiting = [1000 if behind else 0]
     drainer = core.drainer(harness, batch=1000, backlog=lambda: waiting[0])
+
+    def yielded() -> int:
+        # The core's SQLite writer yields itself (`sched_yield`) and counts it.
+        writer = drainer._writer
+        return len(yields) + (writer.pauses if isinstance(writer, CoreSqliteWriter) else 0)
+
     assert drainer.step(0, gentle=True) == count
     sqlite = harness.ctx.engine.dialect.name == "sqlite"
-    assert len(yields) == (2 if sqlite and not behind else 0)
+    assert yielded() == (2 if sqlite and not behind else 0)
     waiting[0] = 0
     assert drainer.drain(deadline=time.monotonic() + 10)  # replaying: no yields
-    assert len(yields) == (2 if sqlite and not behind else 0)
+    assert yielded() == (2 if sqlite and not behind else 0)
     assert len(_rows(harness)) == count + 1
     assert core.acks == [count, count + 1]
     minute = {k: v for k, v in _rollups(harness).items() if k[0] == "minute"}
@@ -422,3 +426,85 @@ def test_retention_deletes_old_raw_rows_in_batches_and_keeps_rollups(harness: Ha
     assert [r.request_id for r in _rows(harness)] == ["recent"]
     assert _rollups(harness) == before
     assert delete_old_rows(harness.ctx.sessions, 30, now=now + timedelta(days=2)) == 1
+
+
+def _raw_rows(harness: Harness) -> list[dict[str, Any]]:
+    """Every stored column as SQLite holds it (type included), but the row's own identity."""
+    with harness.ctx.sessions() as session:
+        rows = session.execute(sa.text("SELECT * FROM usage_records ORDER BY seq")).mappings()
+        return [
+            {k: (type(v).__name__, v) for k, v in row.items() if k not in ("id", "recorded_at")}
+            for row in rows
+        ]
+
+
+def test_the_cores_sqlite_writer_stores_what_pythons_path_stores(harness: Harness) -> None:
+    """The core binds the batch's values itself; every column must hold what Python's path
+    (parse, tuples, `executemany`) stores, to the stored type: nulls, booleans as 0 or 1,
+    floats, escaped and non-ASCII text, tags as their JSON text, an event of an earlier
+    release with the fields it lacks filled in."""
+    if harness.ctx.engine.dialect.name != "sqlite":
+        pytest.skip("the core's writer is SQLite's")
+    old = {k: v for k, v in event("r3", seq=3).items() if k not in ("tags", "reasoning_tokens")}
+    batch = [
+        event("r1", seq=1, connect_ms=None, fallback=True, client_retry_count=2),
+        event(
+            'r\u00e9-"2"\n',
+            seq=2,
+            tags='{"team":"\u00e9 \\"x\\""}',
+            end_user="u\u2028",
+            ttft_ms=1e-7,
+        ),
+        old,
+    ]
+    core = FakeCore(batch)
+    drainer = core.drainer(harness)
+    assert isinstance(drainer._writer, CoreSqliteWriter)
+    assert drainer.drain()
+    by_core = _raw_rows(harness)
+    rollups = _rollups(harness)
+    with harness.ctx.sessions() as session, session.begin():
+        session.execute(sa.delete(UsageRecord))
+        session.execute(sa.delete(UsageRollup))
+    python = FakeCore(batch).drainer(harness)
+    python._writer = None  # the path for parsed batches
+    assert python.drain()
+    assert _raw_rows(harness) == by_core
+    assert _rollups(harness) == rollups
+    assert by_core[0]["started_at"] == ("str", "2026-03-04 05:06:07.250000")
+
+
+def test_sqlite_batches_go_through_python_where_the_core_cannot_reach_its_library(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Python whose SQLite the core cannot look up (linked in statically, say): the drainer
+    parses and writes batches itself, and says so once."""
+    if harness.ctx.engine.dialect.name != "sqlite":
+        pytest.skip("the core's writer is SQLite's")
+    import control.usage.writer as writer_module
+
+    monkeypatch.setattr(writer_module._sqlite3, "__file__", "/nonexistent/_sqlite3.so")
+    core = FakeCore([event("r1", seq=1), event("r2", seq=2)])
+    with caplog.at_level("INFO", logger="sluicegate.usage"):
+        drainer = core.drainer(harness)
+    assert drainer._writer is None
+    assert "written through Python" in caplog.text and "/nonexistent/_sqlite3.so" in caplog.text
+    assert drainer.drain()
+    assert [r.request_id for r in _rows(harness)] == ["r1", "r2"] and core.acks == [2]
+
+
+def test_a_batch_the_cores_writer_refuses_is_split_and_nothing_of_it_is_lost(
+    harness: Harness,
+) -> None:
+    """A value no column takes (an object where a number belongs) fails the core's batch whole
+    (rolled back); the drainer then isolates that event as a reject and stores the rest."""
+    core = FakeCore(
+        [event("r1", seq=1), event("bad", seq=2, prompt_tokens={"n": 1}), event("r3", seq=3)]
+    )
+    drainer = core.drainer(harness)
+    assert drainer.drain()
+    assert sorted(r.request_id for r in _rows(harness)) == ["r1", "r3"]
+    with harness.ctx.sessions() as session:
+        rejects = list(session.scalars(sa.select(UsageReject)))
+    assert [(r.request_id, r.seq) for r in rejects] == [("bad", 2)]
+    assert core.acks == [3]
