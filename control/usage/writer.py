@@ -13,12 +13,12 @@ Each database takes the batch the cheapest way, because the drainer shares the g
   `SQLITE_INSERT` through the SQLite library Python loaded, then runs `SQLITE_ROLLUP`, the
   rollups aggregated by SQLite from the rows just inserted (ids above the largest before the
   batch: the drainer is the only writer of usage rows). This process neither parses the batch
-  nor builds a tuple per event (that and Python's binding of each value were half the ledger's
-  CPU per event: bench/README.md). Where the core cannot reach that library (a Python with
-  SQLite linked in statically, its symbols hidden), and for a batch split to isolate a refused
-  event, Python does the same: one `executemany` of plain tuples from the parsed events, then
-  the same rollup. Either way, given a pause, the insert runs in slices of `SQLITE_SLICE` rows
-  with the CPU given up between them: see `_write_sqlite`.
+  nor builds a tuple per event (that and Python's binding of each value were about a quarter
+  of the ledger's CPU per event: bench/README.md). Where the core cannot reach that library (a
+  Python with SQLite linked in statically, its symbols hidden), and for a batch split to isolate
+  a refused event, Python does the same: one `executemany` of plain tuples from the parsed
+  events, then the same rollup. Either way, given a pause, the insert runs in slices of
+  `SQLITE_SLICE` rows with the CPU given up between them: see `_write_sqlite`.
 Aggregating in Python instead cost about as much as everything else together when a batch holds
 many keys (each event then makes its own three rollup rows).
 """
