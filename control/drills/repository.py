@@ -12,7 +12,7 @@ from control.api.pagination import keyset
 from control.drills.models import Drill
 
 
-def is_active(now: datetime) -> ColumnElement[bool]:
+def is_active(now: datetime | ColumnElement[datetime]) -> ColumnElement[bool]:
     return and_(Drill.ended_at.is_(None), Drill.ends_at > now)
 
 

@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from control.fleet.channel import direct_connection, lock_key
+from control.process.thread_names import named
 
 log = logging.getLogger("sluicegate.fleet")
 
@@ -75,7 +76,7 @@ class Leadership:
         """Run the jobs until `stop` or until `alive()` says the lock is gone."""
         jobs_stop = threading.Event()
         threads = [
-            threading.Thread(target=target, args=(jobs_stop,), name=name, daemon=True)
+            threading.Thread(target=named(target), args=(jobs_stop,), name=name, daemon=True)
             for name, target in self._jobs
         ]
         self.leading.set()
