@@ -40,12 +40,14 @@ THREAD_TARGETS = (
 
 def threads_table(per: dict[str, Any]) -> list[str]:
     """Per-thread cost per request at c=64 (from /proc, `bench/threads.py`): the request
-    path's own CPU, the journal syncer's, the rest (drainer, admin API), and the context
-    switches (each a sleep and a wake-up, or a preemption) of all of them."""
+    path's own CPU, the journal syncer's, the usage drainer's, the rest (the control plane's
+    other jobs, the admin API), and the context switches (each a sleep and a wake-up, or a
+    preemption) of all of them."""
     if not per:
         return []
     lines = ["", "Per request at c=64, from /proc (median of the rounds):", ""]
-    head = ["target", "request path CPU (us)", "syncer CPU (us)", "other CPU (us)"]
+    head = ["target", "request path CPU (us)", "syncer CPU (us)", "drainer CPU (us)"]
+    head += ["other CPU (us)"]
     head += ["request path switches", "all switches"]
     lines += [_row(head), _row(["---"] * len(head))]
     for name, words in THREAD_TARGETS:
@@ -61,7 +63,7 @@ def threads_table(per: dict[str, Any]) -> list[str]:
         path_switches = path.get("voluntary_switches_per_request", 0.0) + path.get(
             "involuntary_switches_per_request", 0.0
         )
-        cells = [words, cpu("request_path"), cpu("journal_syncer"), cpu("other")]
+        cells = [words, cpu("request_path"), cpu("journal_syncer"), cpu("drainer"), cpu("other")]
         cells += [_f(path_switches, 3), _f(t["switches_per_request"], 3)]
         lines.append(_row(cells))
     return lines

@@ -303,9 +303,9 @@ def markdown(data: dict[str, Any]) -> str:
             "Per request at c=64 (wrk), by thread group: CPU us / context switches (voluntary + "
             "involuntary).",
             "",
-            "| system | request path | journal syncer | other | switches/req | "
+            "| system | request path | journal syncer | usage drainer | other | switches/req | "
             "request path vs data plane |",
-            "|---|---:|---:|---:|---:|---:|",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for name, t in data["threads_c64"].items():
             g = t["groups"]
@@ -321,7 +321,7 @@ def markdown(data: dict[str, Any]) -> str:
 
             lines.append(
                 f"| {NAMES.get(name, name)} | {cell('request_path')} | {cell('journal_syncer')} "
-                f"| {cell('other')} | {_f(t['switches_per_request'], 3)} | "
+                f"| {cell('drainer')} | {cell('other')} | {_f(t['switches_per_request'], 3)} | "
                 f"{_f(t.get('request_path_vs_data_plane'))} |"
             )
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """Per-thread cost from /proc: CPU time and context switches of each thread of a process,
 grouped by the thread's name, so that a phase can say what each part cost per request (the
-core's request-path workers, the journal's syncer, the Python drainer and the rest) without a
+core's request-path workers, the journal's syncer, the usage drainer and the rest) without a
 profiler.
 
 `sample(pid)` before and after a phase; `per_request(before, after, requests)` gives, per thread
@@ -17,8 +17,14 @@ from statistics import median
 from typing import Any
 
 TICKS = os.sysconf("SC_CLK_TCK")
-# The core names its threads: request-path workers and the journal's syncer.
-GROUPS = {"sluicegate-core": "request_path", "sluicegate-jour": "journal_syncer"}
+# The core names its threads (request-path workers, the journal's syncer) and so does the
+# control plane (`control/process/thread_names.py`; the kernel keeps 15 bytes of a name): the
+# usage drainer has a group of its own, its other jobs and the admin API are `other`.
+GROUPS = {
+    "sluicegate-core": "request_path",
+    "sluicegate-jour": "journal_syncer",
+    "sluicegate-usag": "drainer",
+}
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from control.fleet.follower import Follower
 from control.fleet.heartbeat import Heartbeat
 from control.fleet.leader import Leadership
 from control.prices.activator import PriceActivator
+from control.process.thread_names import named
 from control.usage.drainer import UsageDrainer, usage_drainer
 from control.usage.retention import RetentionJob
 
@@ -43,7 +44,7 @@ class BackgroundJobs:
         self.follower = Follower(ctx, None if schema is None else channel_name(schema))
 
     def _thread(self, name: str, target: Callable[[threading.Event], None]) -> None:
-        thread = threading.Thread(target=target, args=(self._stop,), name=name, daemon=True)
+        thread = threading.Thread(target=named(target), args=(self._stop,), name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
 

@@ -40,6 +40,7 @@ from control.process.listen import HostPort
 from control.process.logs import configure_logging, reopen_process_log
 from control.process.settings import Settings, journal_dir, load_settings
 from control.process.startup import prepare
+from control.process.thread_names import named
 
 log = logging.getLogger("sluicegate.serve")
 
@@ -233,7 +234,7 @@ def _serve(settings: Settings, stop: Stop) -> int:
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [admin_sock]}, name="sluicegate-admin"
+            target=named(server.run), kwargs={"sockets": [admin_sock]}, name="sluicegate-admin"
         )
         thread.start()
         while not server.started:
