@@ -17,7 +17,6 @@ Run it on an idle machine: it reports the best of `--repeat` runs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -36,6 +35,7 @@ import sqlalchemy as sa
 from control import migrations
 from control.db import create_db_engine, session_factory
 from control.usage.drainer import UsageDrainer, parse
+from control.usage.events import batch_text
 
 PG_URL = os.environ.get(
     "SLUICEGATE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -99,11 +99,8 @@ def synthetic_events(count: int, keys: int, seed: int) -> list[dict[str, Any]]:
 
 
 def batches(events: list[dict[str, Any]], size: int) -> list[bytes]:
-    """What `Core.drain_usage` returns: compact JSON arrays, UTF-8."""
-    return [
-        json.dumps(events[i : i + size], separators=(",", ":")).encode()
-        for i in range(0, len(events), size)
-    ]
+    """What `Core.drain_usage` returns: JSON arrays as the core writes them, UTF-8."""
+    return [batch_text(events[i : i + size]) for i in range(0, len(events), size)]
 
 
 @contextmanager

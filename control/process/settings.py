@@ -165,6 +165,10 @@ class UsageSettings(Section):
     drain_batch: int = Field(default=5000, ge=1, le=100_000)
     drain_timeout_ms: int = Field(default=200, ge=1, le=60_000)
     drain_linger_ms: int = Field(default=100, ge=0, le=10_000)
+    # PostgreSQL: the statements a batch is stored in beside live traffic, each a slice of it
+    # (a short stretch of the server's work); unset: 8 when the server is on this host (its work
+    # shares the gateway's CPUs), 1 when it is elsewhere.
+    postgresql_slices: int | None = Field(default=None, ge=1, le=64)
     # The core's durable usage journal (one process per directory). Unset: beside the SQLite
     # file ("<database file>.usage-journal"), or "./sluicegate-journal" with PostgreSQL.
     journal_dir: Path | None = None
@@ -381,6 +385,7 @@ ENV: dict[str, tuple[str, str]] = {
     "SLUICEGATE_USAGE_DRAIN_BATCH": ("usage", "drain_batch"),
     "SLUICEGATE_USAGE_DRAIN_TIMEOUT_MS": ("usage", "drain_timeout_ms"),
     "SLUICEGATE_USAGE_DRAIN_LINGER_MS": ("usage", "drain_linger_ms"),
+    "SLUICEGATE_USAGE_POSTGRESQL_SLICES": ("usage", "postgresql_slices"),
     "SLUICEGATE_USAGE_JOURNAL_DIR": ("usage", "journal_dir"),
     "SLUICEGATE_USAGE_JOURNAL_SYNC_MS": ("usage", "journal_sync_ms"),
     "SLUICEGATE_USAGE_PROGRESS_EVERY_EVENTS": ("usage", "progress_every_events"),

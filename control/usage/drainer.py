@@ -98,14 +98,16 @@ def parse(raw: bytes) -> Batch:
     return Batch(events, last_seq, rejects)
 
 
-def _batch_writer(sessions: sessionmaker[Session]) -> TextWriter | CoreSqliteWriter | None:
+def _batch_writer(
+    sessions: sessionmaker[Session], postgresql_slices: int | None
+) -> TextWriter | CoreSqliteWriter | None:
     """What stores a batch's text as the core handed it out (PostgreSQL's server, or the core
     itself for SQLite); `None`: the batch is parsed here and written through the session."""
     with sessions() as session:
         bind = session.get_bind()
     if not isinstance(bind, Engine):
         return None
-    return TextWriter.of(bind) or CoreSqliteWriter.of(bind)
+    return TextWriter.of(bind, postgresql_slices) or CoreSqliteWriter.of(bind)
 
 
 def _reject_row(item: Any, reason: str) -> UsageReject:
@@ -139,6 +141,7 @@ class UsageDrainer:
         timeout_ms: int = 200,
         linger_ms: int = 0,
         max_backoff: float = 5.0,
+        postgresql_slices: int | None = None,
     ) -> None:
         self._source = source
         self._sessions = sessions
@@ -150,7 +153,7 @@ class UsageDrainer:
         self._max_backoff = max_backoff
         # What takes a batch's text as it is (PostgreSQL's server, the core for SQLite), on a
         # connection held from one batch to the next.
-        self._writer = _batch_writer(sessions)
+        self._writer = _batch_writer(sessions, postgresql_slices)
         # Taken from the core, not stored yet: the text as handed out, and its parse once needed.
         self._pending: bytes | None = None
         self._parsed: Batch | None = None
@@ -208,12 +211,14 @@ class UsageDrainer:
         self.acknowledged = seq
 
     def _store(self, text: bytes, gentle: bool) -> tuple[int, int | None]:
-        """Store the batch `text` in one transaction; returns the events it held (stored or kept
-        as rejects) and its highest sequence number. `gentle`: unless a full batch waits, yield
-        the CPU between slices of SQLite's insert (`writer._write_sqlite`), so that a request
-        path's worker that woke meanwhile runs at once rather than after a scheduler tick. The
-        yield costs a system call when nothing waits (about 0.3 us per event); a sleep instead
-        cost 8 us per event on this VM (bench/README.md)."""
+        """Store the batch `text`; returns the events it held (stored or kept as rejects) and its
+        highest sequence number. `gentle`: unless a full batch waits, the work comes in short
+        stretches, so that a request path's worker that woke meanwhile runs at once rather than
+        after a scheduler tick: SQLite's insert yields the CPU between slices of its rows
+        (`writer._write_sqlite`; the yield costs a system call when nothing waits, about 0.3 us
+        per event, where a sleep cost 8 us on this VM: bench/README.md), and PostgreSQL's
+        batch goes in slices, a statement each (`writer.TextWriter`). Otherwise, and on SQLite
+        always, in one transaction."""
         pause = os.sched_yield if gentle and not self._behind() else None
         batch: Batch | None = None
         try:
@@ -368,4 +373,5 @@ def usage_drainer(
         batch=settings.drain_batch,
         timeout_ms=settings.drain_timeout_ms,
         linger_ms=settings.drain_linger_ms,
+        postgresql_slices=settings.postgresql_slices,
     )

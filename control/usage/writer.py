@@ -7,7 +7,9 @@ Each database takes the batch the cheapest way, because the drainer shares the g
   parameter: the server unpacks it (`json_to_recordset`), inserts, aggregates what it inserted
   into the rollups and returns the counts and the batch's highest sequence number, in one
   statement, one round trip (`TextWriter`). This process passes the bytes on as they are and
-  never parses the batch (unless the server refuses it).
+  never parses the batch (unless the server refuses it). Beside live traffic the batch goes in
+  slices of about `POSTGRESQL_SLICE_BYTES`, a statement each, cut between events: see
+  `TextWriter`.
 - SQLite runs in this process, on the CPU the request path uses. The core stores the batch's
   text itself (`CoreSqliteWriter`): it reads the JSON into rows of values and binds them to
   `SQLITE_INSERT` through the SQLite library Python loaded, then runs `SQLITE_ROLLUP`, the
@@ -30,7 +32,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -41,7 +43,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from control.db import SQLITE_PRAGMAS
-from control.usage.events import ADDED_LATER, ERROR_OUTCOMES, FIELDS, complete
+from control.usage.events import ADDED_LATER, BETWEEN_EVENTS, ERROR_OUTCOMES, FIELDS, complete
 from control.usage.rollups import COUNTERS
 
 log = logging.getLogger("sluicegate.usage")
@@ -146,27 +148,38 @@ SQLITE_HIGH_WATER = "SELECT coalesce(max(id), 0) FROM usage_records"
 SQLITE_SLICE = 16
 
 
-def _insert(conn: Connection, rows: list[tuple[Any, ...]], pause: Callable[[], None] | None) -> int:
-    """The rows in one statement, or with a `pause`, in slices with the pause between them.
-    Through the driver's cursor (a statement through SQLAlchemy costs more than a slice's rows),
-    with the driver's errors raised as SQLAlchemy raises them, so that the drainer tells a
-    refused value from an unreachable database."""
-    step = SQLITE_SLICE if pause is not None else max(len(rows), 1)
+@contextlib.contextmanager
+def _driver_cursor(conn: Connection, statement: str) -> Iterator[Any]:
+    """A cursor of the driver's own, for `statement`: through SQLAlchemy a statement cost more
+    than a slice's rows (SQLite) and about as much as this process's share of a slice's
+    statement (PostgreSQL: 186 against 103 us of CPU, bench/README.md). The driver's errors
+    are raised as SQLAlchemy raises them, so that the drainer tells a refused value from an
+    unreachable database, and a connection the driver lost is invalidated, not pooled again."""
     dbapi_error = conn.dialect.loaded_dbapi.Error
+    dbapi_connection = conn.connection.dbapi_connection
     cursor = conn.connection.cursor()
-    inserted = 0
     try:
+        yield cursor
+    except dbapi_error as e:
+        if conn.dialect.is_disconnect(e, dbapi_connection, cursor):
+            conn.invalidate(e)
+        raise DBAPIError.instance(
+            statement, None, e, dbapi_error, hide_parameters=True, dialect=conn.dialect
+        ) from e
+    finally:
+        cursor.close()
+
+
+def _insert(conn: Connection, rows: list[tuple[Any, ...]], pause: Callable[[], None] | None) -> int:
+    """The rows in one statement, or with a `pause`, in slices with the pause between them."""
+    step = SQLITE_SLICE if pause is not None else max(len(rows), 1)
+    inserted = 0
+    with _driver_cursor(conn, SQLITE_INSERT) as cursor:
         for start in range(0, len(rows), step):
             if start and pause is not None:
                 pause()
             cursor.executemany(SQLITE_INSERT, rows[start : start + step])
             inserted += cursor.rowcount
-    except dbapi_error as e:
-        raise DBAPIError.instance(
-            SQLITE_INSERT, None, e, dbapi_error, hide_parameters=True, dialect=conn.dialect
-        ) from e
-    finally:
-        cursor.close()
     return inserted
 
 
@@ -225,6 +238,56 @@ class Stored:
     events: int
     last_seq: int | None
 
+    @classmethod
+    def total(cls, parts: Iterable[Stored]) -> Stored:
+        """What the statements of one batch's slices stored together."""
+        inserted = events = 0
+        last_seq: int | None = None
+        for part in parts:
+            inserted += part.inserted
+            events += part.events
+            if part.last_seq is not None and (last_seq is None or part.last_seq > last_seq):
+                last_seq = part.last_seq
+        return cls(inserted, events, last_seq)
+
+
+# A slice of a batch stored beside live traffic: about 60 events, a millisecond of the server's
+# work (bench/README.md). A batch has at most `usage.postgresql_slices` of them (see
+# `TextWriter._slices`).
+POSTGRESQL_SLICE_BYTES = 48 * 1024
+# `usage.postgresql_slices` unset: a server on this host shares the gateway's CPUs.
+LOCAL_SERVER_SLICES = 8
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+# Where a batch of the core's may be cut: the end of one event, `BETWEEN_EVENTS`, the next one.
+_CUT = b"}" + BETWEEN_EVENTS + b"{"
+
+
+def slices(text: bytes, size: int) -> list[bytes]:
+    """The JSON array `text` as arrays of about `size` bytes or more each, cut only between two
+    events the way the core separates them (a raw newline is never inside a JSON string, so the
+    cut is never inside a value of an event the core wrote). A text that is not the core's (no
+    such separator) stays whole; one cut where it should not be would make a slice invalid
+    JSON, which the server refuses: the drainer then parses and splits the batch, as for any
+    refused batch."""
+    if len(text) <= size:
+        return [text]
+    out: list[bytes] = []
+    start = 1  # after the array's `[`
+    while (cut := text.find(_CUT, start + size)) >= 0:
+        out.append(b"[" + text[start : cut + 1] + b"]")
+        start = cut + 1 + len(BETWEEN_EVENTS)
+    out.append(b"[" + text[start:])
+    return out
+
+
+def on_this_host(engine: Engine) -> bool:
+    """Whether the database server runs on this host: a loopback address, or a Unix socket (no
+    host, or a directory)."""
+    host = engine.url.host or engine.url.query.get("host") or ""
+    if isinstance(host, tuple):
+        host = host[0] if host else ""
+    return not host or host.startswith("/") or host in _LOCAL_HOSTS or host.startswith("127.")
+
 
 def _as_is(text: bytes | str) -> bytes | str:
     return text
@@ -243,7 +306,9 @@ def _json_parameter(conn: Connection, text: bytes | str) -> Any:
 
 def _write_postgresql(conn: Connection, text: bytes | str) -> Stored:
     parameter = _json_parameter(conn, text)
-    inserted, events, last_seq = conn.exec_driver_sql(POSTGRESQL_WRITE, (parameter,)).one()
+    with _driver_cursor(conn, POSTGRESQL_WRITE) as cursor:
+        cursor.execute(POSTGRESQL_WRITE, (parameter,))
+        inserted, events, last_seq = cursor.fetchone()
     return Stored(int(inserted), int(events), None if last_seq is None else int(last_seq))
 
 
@@ -257,32 +322,52 @@ class TextWriter:
     COMMIT), each a wake-up of this thread and of the server, and about 1.2 ms of this process's
     CPU per batch whatever its size: that much of the CPU the request path's workers share,
     every batch (bench/README.md). Held, it is one round trip. A connection that fails is
-    dropped and the next batch opens another (the caller retries the batch with backoff)."""
+    dropped and the next batch opens another (the caller retries the batch with backoff).
 
-    def __init__(self, engine: Engine) -> None:
+    Beside live traffic (`gentle`) the batch goes in `slices` of `POSTGRESQL_SLICE_BYTES` or
+    more, at most `max_slices` of them, one statement each (a larger batch, whole). The server
+    spends about 17 us per event on a batch; a 100 ms linger's batch at c=1 was one stretch of
+    about 9 ms of a CPU, and where a database shares the gateway's CPUs, a request that arrived
+    meanwhile waited for it: `serve`'s c=1 tail on PostgreSQL (bench/README.md). Each slice is
+    atomic on its own and the inserts are idempotent by request id, with rollups of the rows
+    actually inserted: a batch that fails halfway is retried whole, and the slices stored
+    before count once."""
+
+    def __init__(self, engine: Engine, max_slices: int | None = None) -> None:
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._conn: Connection | None = None
+        self.max_slices = max_slices or (LOCAL_SERVER_SLICES if on_this_host(engine) else 1)
 
     @classmethod
-    def of(cls, engine: Engine) -> TextWriter | None:
+    def of(cls, engine: Engine, max_slices: int | None = None) -> TextWriter | None:
         """The writer where the database unpacks a batch itself; `None` where the caller
-        parses it (SQLite)."""
-        return cls(engine) if engine.dialect.name == "postgresql" else None
+        parses it (SQLite). `max_slices`: `usage.postgresql_slices`."""
+        return cls(engine, max_slices) if engine.dialect.name == "postgresql" else None
 
     def write(self, text: bytes, gentle: bool = False) -> Stored:
-        """Store the batch `text`. Raises as `write_events` does when the batch cannot be
-        stored as it is (not an array of objects, an event missing a field): the caller then
-        parses it and splits it. `gentle` changes nothing: the server does the work."""
+        """Store the batch `text`; `gentle`: in slices, a statement each. Raises as
+        `write_events` does when the batch cannot be stored as it is (not an array of objects,
+        an event missing a field): the caller then parses it and splits it."""
+        parts = self._slices(text) if gentle else [text]
         try:
             if self._conn is None:
                 self._conn = self._engine.connect()
-            stored = _write_postgresql(self._conn, text)
+            conn = self._conn
+            stored = Stored.total(_write_postgresql(conn, part) for part in parts)
             # Ends SQLAlchemy's own transaction; in autocommit nothing goes to the server.
-            self._conn.commit()
+            conn.commit()
         except Exception:
             self.close()
             raise
         return stored
+
+    def _slices(self, text: bytes) -> list[bytes]:
+        """At most `max_slices` slices of `POSTGRESQL_SLICE_BYTES` or more; the batch whole when
+        even so a slice would hold more than twice that (a busy gateway's batch: its stretches
+        would not be short, and the statements would cost CPU for nothing)."""
+        if len(text) > self.max_slices * 2 * POSTGRESQL_SLICE_BYTES:
+            return [text]
+        return slices(text, max(POSTGRESQL_SLICE_BYTES, -(-len(text) // self.max_slices)))
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

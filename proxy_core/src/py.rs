@@ -408,8 +408,8 @@ impl PyCore {
         py.detach(move || core.metrics_json())
     }
 
-    /// Up to `max` usage events as a JSON array (UTF-8 `bytes`), waiting up to `timeout_ms` for
-    /// the first. Written straight into the `bytes` object: no `str` (a UTF-8 check and a copy
+    /// Up to `max` usage events as a JSON array (UTF-8 `bytes`, the events separated by `,` and a
+    /// newline: `usage::batch`), waiting up to `timeout_ms` for the first. Written straight into the `bytes` object: no `str` (a UTF-8 check and a copy
     /// more), no intermediate buffer of the whole batch.
     #[pyo3(signature = (max=1000, timeout_ms=0))]
     fn drain_usage<'py>(&self, py: Python<'py>, max: usize, timeout_ms: u64) -> PyResult<Bound<'py, PyBytes>> {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 import httpx
@@ -30,7 +31,7 @@ from control.pools.schemas import Timeouts, TimeoutsOut, TimeoutsUpdate
 from control.tenants.models import Tenant
 from control.tenants.schemas import TenantCreate, TenantOut, TenantUpdate
 from control.usage import writer
-from control.usage.events import FIELDS
+from control.usage.events import BETWEEN_EVENTS, FIELDS
 from control.usage.models import UsageRecord
 from control.usage.schemas import UsageOut
 from tests.control.helpers import Api, Harness
@@ -104,19 +105,38 @@ def test_schemas_tables_and_snapshot_carry_every_limit(harness: Harness, admin: 
     assert set(payload["keys"][0]["limits"]) == set(LIMITS)
 
 
-def test_the_core_emits_the_usage_fields_python_stores(gateway_factory: Any) -> None:
+def _failed_requests(gateway_factory: Any, count: int) -> Any:
+    """A gateway that served `count` requests, each one usage event: nothing listens on port 1,
+    so a request reaches routing and fails there."""
     cfg = ConfigBuilder().tenant("t")
     key = cfg.key("k", "t")
-    # Nothing listens on port 1: the request reaches routing and fails there, one event.
     cfg.pool("p", [member("m", "127.0.0.1:1")], retry={"max_attempts": 1})
     cfg.route("chat", ("p", "up"))
     gateway = gateway_factory(cfg)
     body = {"model": "chat", "messages": [{"role": "user", "content": "hi"}]}
-    answer = httpx.post(f"{gateway.url}/v1/chat/completions", json=body, headers=key.headers)
-    assert answer.status_code == 502, answer.text
-    events = gateway.drain(expect=1)
+    for _ in range(count):
+        answer = httpx.post(f"{gateway.url}/v1/chat/completions", json=body, headers=key.headers)
+        assert answer.status_code == 502, answer.text
+    return gateway
+
+
+def test_the_core_emits_the_usage_fields_python_stores(gateway_factory: Any) -> None:
+    events = _failed_requests(gateway_factory, 1).drain(expect=1)
     assert len(events) == 1
     assert sorted(events[0]) == sorted(FIELDS)
+
+
+def test_the_core_separates_a_batchs_events_where_the_writer_cuts_it(gateway_factory: Any) -> None:
+    """PostgreSQL's writer cuts a batch between events without parsing it (`writer.slices`):
+    the core writes `BETWEEN_EVENTS` there."""
+    gateway = _failed_requests(gateway_factory, 3)
+    deadline = time.monotonic() + 5
+    while gateway.core.usage_backlog < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    text = gateway.core.drain_usage(1000, 50)
+    assert text.count(BETWEEN_EVENTS) == 2
+    parts = writer.slices(text, 1)
+    assert [json.loads(part) for part in parts] == [[e] for e in json.loads(text)]
 
 
 def test_every_copy_of_the_usage_fields_agrees() -> None:

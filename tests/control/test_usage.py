@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from control.usage import writer
 from control.usage.drainer import UsageDrainer
+from control.usage.events import BETWEEN_EVENTS, batch_text
 from control.usage.models import UsageRecord, UsageReject, UsageRollup
 from control.usage.retention import delete_old_rows
-from control.usage.writer import SQLITE_SLICE, CoreSqliteWriter
+from control.usage.writer import SQLITE_SLICE, CoreSqliteWriter, slices
 from tests.control.helpers import Harness
 from tests.control.usage_events import T0, FakeCore, event
 
@@ -213,6 +215,111 @@ def test_postgresql_batches_share_one_connection_and_outlive_its_loss(harness: H
     finally:
         drainer.close()
         sa.event.remove(engine, "checkout", checkout)
+
+
+def test_a_batch_is_cut_only_between_its_events() -> None:
+    """`slices` cuts the core's text where it separates two events, never inside a value: a
+    string holding the separator's characters is escaped in JSON (a raw newline never is in a
+    string). Each slice is a JSON array; together they are the batch, in order."""
+    hostile = "}" + BETWEEN_EVENTS.decode() + '{"seq":999,"request_id":"forged"}'
+    events = [event(f"r{i}", seq=i, end_user=hostile if i % 3 == 0 else None) for i in range(40)]
+    text = batch_text(events)
+    for size in (1, 300, 2000, len(text) - 1):
+        parts = slices(text, size)
+        assert all(json.loads(part) for part in parts)
+        assert [e for part in parts for e in json.loads(part)] == events
+        assert all(len(part) >= size for part in parts[:-1])
+    assert len(slices(text, 1)) == len(events)
+    assert slices(text, len(text)) == [text]
+    # Text that is not the core's (no separator) stays whole.
+    plain = json.dumps(events).encode()
+    assert slices(plain, 100) == [plain]
+
+
+@pytest.mark.parametrize(
+    ("url", "configured", "slices"),
+    [
+        ("postgresql+psycopg://u@127.0.0.1:5432/db", None, 8),
+        ("postgresql+psycopg://u@localhost/db", None, 8),
+        ("postgresql+psycopg://u@[::1]/db", None, 8),
+        ("postgresql+psycopg:///db", None, 8),  # the Unix socket
+        ("postgresql+psycopg://u@/db?host=/var/run/postgresql", None, 8),
+        ("postgresql+psycopg://u@db.internal:5432/db", None, 1),
+        ("postgresql+psycopg://u@10.0.0.7/db", None, 1),
+        ("postgresql+psycopg://u@db.internal/db", 4, 4),
+        ("postgresql+psycopg://u@127.0.0.1/db", 1, 1),
+    ],
+)
+def test_a_batch_is_sliced_where_the_server_shares_the_gateways_cpus(
+    url: str, configured: int | None, slices: int
+) -> None:
+    """Slicing pays off only where the server's work runs on the gateway's CPUs: by default on
+    this host (loopback, a Unix socket), not elsewhere; `usage.postgresql_slices` decides."""
+    engine = sa.create_engine(url)
+    try:
+        text_writer = writer.TextWriter.of(engine, configured)
+        assert text_writer is not None and text_writer.max_slices == slices
+    finally:
+        engine.dispose()
+
+
+def test_postgresql_stores_a_batch_beside_live_traffic_in_slices_and_counts_it_once(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside live traffic PostgreSQL's batch goes in slices, a statement each; catching up, in
+    one. A batch whose later slice fails is kept, not acknowledged, and stored whole at the
+    next try: the rows of the slices stored before are neither doubled nor counted twice in
+    the rollups."""
+    engine = harness.ctx.engine
+    if engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's statements")
+    monkeypatch.setattr(writer, "POSTGRESQL_SLICE_BYTES", 3000)  # a few events a slice
+    statements: list[int] = []
+    real = writer._write_postgresql
+
+    def counted(conn: sa.Connection, text: bytes) -> writer.Stored:
+        statements.append(len(json.loads(text)))
+        if len(statements) == 2 and failing:
+            raise sa.exc.OperationalError("the batch's statement", {}, Exception("connection lost"))
+        return real(conn, text)
+
+    monkeypatch.setattr(writer, "_write_postgresql", counted)
+    count = 30
+    batch = [event(f"r{i}", seq=i + 1, prompt_tokens=1) for i in range(count)]
+    failing = True
+    core = FakeCore(batch, [event("late", seq=count + 1, prompt_tokens=1)])
+    drainer = core.drainer(harness, batch=1000)
+    try:
+        with pytest.raises(sa.exc.OperationalError):
+            drainer.step(0, gentle=True)
+        assert (core.acks, drainer.pending) == ([], count)
+        stored_before = len(_rows(harness))
+        assert 0 < stored_before < count
+        failing = False
+        statements.clear()
+        assert drainer.step(0, gentle=True) == count
+        assert len(statements) > 2 and sum(statements) == count
+        assert core.acks == [count]
+        statements.clear()
+        assert drainer.step(0) == 1  # not gentle: one statement
+        assert statements == [1]
+    finally:
+        drainer.close()
+    # Configured to one statement, or a batch too large for short slices (a busy gateway's):
+    # one statement.
+    large = [event(f"l{i}", seq=100 + i, prompt_tokens=1) for i in range(80)]
+    assert len(batch_text(large)) > 8 * 2 * writer.POSTGRESQL_SLICE_BYTES
+    for options, events in (({"postgresql_slices": 1}, batch), ({}, large)):
+        statements.clear()
+        one = FakeCore(events).drainer(harness, batch=1000, **options)
+        try:
+            assert one.step(0, gentle=True) == len(events)
+        finally:
+            one.close()
+        assert statements == [len(events)]
+    assert len(_rows(harness)) == count + 1 + len(large)
+    minute = {k: v for k, v in _rollups(harness).items() if k[0] == "minute"}
+    assert [v[:2] for v in minute.values()] == [(count + 1 + len(large),) * 2]
 
 
 def test_a_failed_acknowledgement_is_covered_by_the_next(harness: Harness) -> None:

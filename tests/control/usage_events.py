@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from control.usage.drainer import UsageDrainer
+from control.usage.events import batch_text
 from tests.control.helpers import Harness
 
 # 2026-03-04T05:06:07Z
@@ -59,7 +59,7 @@ class FakeCore:
     core does, a JSON array) and records the acknowledgements."""
 
     def __init__(self, *batches: list[Any]) -> None:
-        self.batches = [json.dumps(b).encode() for b in batches]
+        self.batches = [batch_text(b) for b in batches]
         self.acks: list[int] = []
         self.on_ack: Any = None
 

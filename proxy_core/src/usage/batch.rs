@@ -3,8 +3,15 @@
 //! so that no intermediate buffer of the whole batch is allocated, copied and checked again.
 //! A batch is megabytes at saturation: a fresh buffer of that size per batch cost page faults
 //! (and the kernel zeroing huge pages) on every drain, and a `str` a UTF-8 check and one more copy.
+//!
+//! Events are separated by `,` and a newline. JSON never holds a raw newline inside a string, so
+//! the control plane can cut the batch between events without parsing it: PostgreSQL's writer
+//! stores a batch in slices beside live traffic (`control/usage/writer.py`).
 
 use bytes::Bytes;
+
+/// Between two events of a batch (`BETWEEN_EVENTS` in `control/usage/events.py`).
+pub const BETWEEN_EVENTS: &[u8] = b",\n";
 
 /// Events in the order drained, each one JSON object.
 pub struct DrainedBatch(Vec<Bytes>);
@@ -14,9 +21,9 @@ impl DrainedBatch {
         Self(events)
     }
 
-    /// The length of the JSON array: brackets, the events and the commas between them.
+    /// The length of the JSON array: brackets, the events and the separators between them.
     pub fn json_len(&self) -> usize {
-        2 + self.0.iter().map(Bytes::len).sum::<usize>() + self.0.len().saturating_sub(1)
+        2 + self.0.iter().map(Bytes::len).sum::<usize>() + BETWEEN_EVENTS.len() * self.0.len().saturating_sub(1)
     }
 
     /// Write the JSON array into `out`, which is `json_len()` bytes long.
@@ -29,7 +36,7 @@ impl DrainedBatch {
         put(b"[");
         for (i, event) in self.0.iter().enumerate() {
             if i > 0 {
-                put(b",");
+                put(BETWEEN_EVENTS);
             }
             put(event);
         }
@@ -55,12 +62,12 @@ mod tests {
     }
 
     #[test]
-    fn events_are_joined_by_commas_in_order() {
+    fn events_are_joined_in_order_by_a_comma_and_a_newline() {
         let batch = DrainedBatch::new(vec![
             Bytes::from_static(br#"{"seq":1}"#),
             Bytes::from_static(br#"{"seq":2,"model":"\u00e9"}"#),
         ]);
         assert_eq!(batch.json_len(), batch.to_json().len());
-        assert_eq!(batch.to_json(), br#"[{"seq":1},{"seq":2,"model":"\u00e9"}]"#);
+        assert_eq!(batch.to_json(), b"[{\"seq\":1},\n{\"seq\":2,\"model\":\"\\u00e9\"}]".as_slice());
     }
 }
