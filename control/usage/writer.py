@@ -12,15 +12,19 @@ Each database takes the batch the cheapest way, because the drainer shares the g
   `TextWriter`.
 - SQLite runs in this process, on the CPU the request path uses. The core stores the batch's
   text itself (`CoreSqliteWriter`): it reads the JSON into rows of values and binds them to
-  `SQLITE_INSERT` through the SQLite library Python loaded, then runs `SQLITE_ROLLUP`, the
-  rollups aggregated by SQLite from the rows just inserted (ids above the largest before the
-  batch: the drainer is the only writer of usage rows). This process neither parses the batch
+  `SQLITE_CORE_INSERT` through the SQLite library Python loaded, with `started_at` formatted
+  as SQLite's `strftime` would; it sums the rows actually inserted per bucket and group as it
+  goes, and adds the sums with `SQLITE_ROLLUP_UPSERT`. This process neither parses the batch
   nor builds a tuple per event (that and Python's binding of each value were about a quarter
-  of the ledger's CPU per event: bench/README.md). Where the core cannot reach that library (a
-  Python with SQLite linked in statically, its symbols hidden), and for a batch split to isolate
-  a refused event, Python does the same: one `executemany` of plain tuples from the parsed
-  events, then the same rollup. Either way, given a pause, the insert runs in slices of
-  `SQLITE_SLICE` rows with the CPU given up between them: see `_write_sqlite`.
+  of the ledger's CPU per event; `strftime` per row and the rollup read back from the new rows,
+  a quarter of what was left: bench/README.md). Where the core cannot reach that library (a
+  Python with SQLite linked in statically, its symbols hidden), and for a batch the core
+  refuses (split to isolate a refused event), Python does it in SQL: one `executemany` of
+  plain tuples from the parsed events (`SQLITE_INSERT`), then `SQLITE_ROLLUP`, the rollups
+  aggregated by SQLite from the rows just inserted (ids above the largest before the batch:
+  the drainer is the only writer of usage rows). Both store the same rows and rollups (a test
+  holds them to it). Either way, given a pause, the insert runs in slices of `SQLITE_SLICE`
+  rows with the CPU given up between them: see `_write_sqlite`.
 Aggregating in Python instead cost about as much as everything else together when a batch holds
 many keys (each event then makes its own three rollup rows).
 """
@@ -44,6 +48,7 @@ from sqlalchemy.orm import Session
 
 from control.db import SQLITE_PRAGMAS
 from control.usage.events import ADDED_LATER, BETWEEN_EVENTS, ERROR_OUTCOMES, FIELDS, complete
+from control.usage.models import GRANULARITIES
 from control.usage.rollups import COUNTERS
 
 log = logging.getLogger("sluicegate.usage")
@@ -84,7 +89,9 @@ _PG_TYPES = {
     "tags": "text",
 }
 
-_ROLLUP_COLUMNS = ("granularity", "bucket", "tenant_id", "key_id", "model", *COUNTERS)
+# A rollup row is per granularity, bucket and these.
+_ROLLUP_GROUP = ("tenant_id", "key_id", "model")
+_ROLLUP_COLUMNS = ("granularity", "bucket", *_ROLLUP_GROUP, *COUNTERS)
 _ERROR = ", ".join(f"'{o}'" for o in sorted(ERROR_OUTCOMES))
 # The counters of `COUNTERS` over the rows of `u`, in that order.
 _SUM_EXPRESSIONS = (
@@ -143,6 +150,21 @@ SQLITE_ROLLUP = (
 
 # The highest row id before a batch: its rows are those above it (the rollup's parameter).
 SQLITE_HIGH_WATER = "SELECT coalesce(max(id), 0) FROM usage_records"
+
+# The core's statements: the fields (`started_at` as the text `SQLITE_INSERT` would store), then
+# `recorded_at` (the batch's clock, in the same form); and one bucket's sums per granularity
+# and group, added.
+SQLITE_CORE_INSERT = (
+    f"INSERT INTO usage_records ({', '.join(FIELDS)}, recorded_at) "
+    f"VALUES ({', '.join(['?'] * (len(FIELDS) + 1))}) ON CONFLICT (request_id) DO NOTHING"
+)
+SQLITE_ROLLUP_UPSERT = (
+    f"INSERT INTO usage_rollups ({', '.join(_ROLLUP_COLUMNS)}) "
+    f"VALUES ({', '.join(['?'] * len(_ROLLUP_COLUMNS))}) {_UPSERT}"
+)
+# What the core sums, in `COUNTERS`' order: one request a row, the fields named as the counters
+# between `requests` and `errors`, one error where `events.is_error` says (as `_SUM_EXPRESSIONS`).
+_ROLLUP_SUMS = COUNTERS[1:-1]
 
 # Rows per insert statement when the caller pauses between them: about 0.2 ms of CPU.
 SQLITE_SLICE = 16
@@ -413,9 +435,12 @@ class CoreSqliteWriter:
                 list(FIELDS),
                 list(ADDED_LATER.items()),
                 list(SQLITE_PRAGMAS),
-                SQLITE_INSERT,
-                SQLITE_HIGH_WATER,
-                SQLITE_ROLLUP,
+                SQLITE_CORE_INSERT,
+                SQLITE_ROLLUP_UPSERT,
+                list(GRANULARITIES.items()),
+                list(_ROLLUP_GROUP),
+                list(_ROLLUP_SUMS),
+                sorted(ERROR_OUTCOMES),
             )
         return self._ledger
 

@@ -12,7 +12,7 @@ use pyo3::types::PyBytes;
 
 use crate::auth;
 use crate::core::{Core, CoreError, CoreOptions};
-use crate::ledger::{Fields, LedgerWriter, Library, Scalar, Statements, WriteError};
+use crate::ledger::{Fields, LedgerWriter, Library, RollupSpec, Scalar, Statements, WriteError};
 use crate::proxy::ServerSettings;
 use crate::server::ConnSettings;
 use sluicegate_tools::cli::CommandLineError;
@@ -503,8 +503,12 @@ struct PySqliteLedger {
 #[pymethods]
 impl PySqliteLedger {
     /// Opens `path` and prepares the statements; `setup` runs first (PRAGMAs). `defaults`: the
-    /// value of each field that events of an earlier release may lack. Raises LedgerError when
-    /// the library, the database or a statement cannot be had.
+    /// value of each field that events of an earlier release may lack. `insert` takes the
+    /// fields, `started_at` as the stored text, then the batch's clock; `rollup` adds one
+    /// bucket's sums: (granularity, bucket, the `group` fields, requests, the `sums` fields,
+    /// errors: a `status` of 400 or more or an outcome of `error_outcomes`), per each of
+    /// `granularities` (name, seconds). Raises LedgerError when the library, the database or a
+    /// statement cannot be had.
     #[new]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -515,15 +519,19 @@ impl PySqliteLedger {
         defaults: Vec<(String, Option<i64>)>,
         setup: Vec<String>,
         insert: String,
-        high_water: String,
         rollup: String,
+        granularities: Vec<(String, i64)>,
+        group: Vec<String>,
+        sums: Vec<String>,
+        error_outcomes: Vec<String>,
     ) -> PyResult<Self> {
         let defaults = defaults.into_iter().map(|(name, v)| (name, v.map_or(Scalar::Null, Scalar::Int))).collect();
         let fields = Fields::new(fields, defaults).map_err(pyo3::exceptions::PyValueError::new_err)?;
-        let statements = Statements { setup, insert, high_water, rollup };
+        let statements = Statements { setup, insert, rollup };
+        let spec = RollupSpec { granularities, group, sums, error_outcomes };
         let writer = py.detach(move || {
             let lib = Library::of_loaded(&library).map_err(LedgerError::new_err)?;
-            LedgerWriter::open(lib, &path, &statements, fields).map_err(|e| LedgerError::new_err(e.to_string()))
+            LedgerWriter::open(lib, &path, &statements, fields, &spec).map_err(|e| LedgerError::new_err(e.to_string()))
         })?;
         Ok(Self { inner: Mutex::new(Some(writer)) })
     }

@@ -167,7 +167,10 @@ class SqliteLedger:
     """The usage ledger's SQLite writer: batches as `Core.drain_usage` hands them out, stored by
     the core through the SQLite library this process loaded for Python's `sqlite3` (`library`:
     the path of the `_sqlite3` module, already imported). The SQL and the fields are the
-    caller's."""
+    caller's: `insert` takes the fields (`started_at` as the stored text), then the batch's
+    clock; `rollup` adds one bucket's sums (granularity, bucket, the `group` fields, requests,
+    the `sums` fields, errors: a `status` of 400 or more or an outcome of `error_outcomes`) of
+    the rows inserted, per each of `granularities` (name, seconds)."""
 
     def __new__(
         cls,
@@ -177,8 +180,11 @@ class SqliteLedger:
         defaults: list[tuple[str, int | None]],
         setup: list[str],
         insert: str,
-        high_water: str,
         rollup: str,
+        granularities: list[tuple[str, int]],
+        group: list[str],
+        sums: list[str],
+        error_outcomes: list[str],
     ) -> Self: ...
     def write(self, batch: bytes, slice: int = 0) -> tuple[int, int, int | None, int]:
         """(rows inserted, events, highest seq, pauses taken). ValueError: the batch cannot be

@@ -545,40 +545,77 @@ def _raw_rows(harness: Harness) -> list[dict[str, Any]]:
         ]
 
 
+def _all_rollups(harness: Harness) -> list[tuple[Any, ...]]:
+    with harness.ctx.sessions() as session:
+        rows = session.execute(sa.text("SELECT * FROM usage_rollups ORDER BY 1, 2, 3, 4, 5"))
+        return [tuple(row) for row in rows]
+
+
 def test_the_cores_sqlite_writer_stores_what_pythons_path_stores(harness: Harness) -> None:
-    """The core binds the batch's values itself; every column must hold what Python's path
-    (parse, tuples, `executemany`) stores, to the stored type: nulls, booleans as 0 or 1,
-    floats, escaped and non-ASCII text, tags as their JSON text, an event of an earlier
-    release with the fields it lacks filled in."""
+    """The core binds the batch's values itself, formats the start time and sums the rollups;
+    every column must hold what Python's path (parse, tuples, `executemany`, the rollup in
+    SQL) stores, to the stored type: nulls, booleans as 0 or 1, floats, escaped and non-ASCII
+    text, tags as their JSON text, an event of an earlier release with the fields it lacks
+    filled in; and the same rollups: per tenant, key and model, errors by status and by
+    outcome, a start half a millisecond before a minute in the next one, a replay not
+    counted."""
     if harness.ctx.engine.dialect.name != "sqlite":
         pytest.skip("the core's writer is SQLite's")
     old = {k: v for k, v in event("r3", seq=3).items() if k not in ("tags", "reasoning_tokens")}
-    batch = [
-        event("r1", seq=1, connect_ms=None, fallback=True, client_retry_count=2),
-        event(
-            'r\u00e9-"2"\n',
-            seq=2,
-            tags='{"team":"\u00e9 \\"x\\""}',
-            end_user="u\u2028",
-            ttft_ms=1e-7,
-        ),
-        old,
+    batches = [
+        [
+            event("r1", seq=1, connect_ms=None, fallback=True, client_retry_count=2),
+            event(
+                'r\u00e9-"2"\n',
+                seq=2,
+                tags='{"team":"\u00e9 \\"x\\""}',
+                end_user="u\u2028",
+                ttft_ms=1e-7,
+            ),
+            old,
+            event("r4", "beta", "k2", seq=4, status=502, outcome="upstream_error"),
+            event("r5", "beta", "k2", seq=5, outcome="timeout", started_at=T0 + 52.7496),
+        ],
+        [event("r1", seq=1), event("r6", "acme", "k3", seq=6, model="other", started_at=T0 + 3600)],
     ]
-    core = FakeCore(batch)
+    core = FakeCore(*batches)
     drainer = core.drainer(harness)
     assert isinstance(drainer._writer, CoreSqliteWriter)
     assert drainer.drain()
     by_core = _raw_rows(harness)
-    rollups = _rollups(harness)
+    rollups = _all_rollups(harness)
     with harness.ctx.sessions() as session, session.begin():
         session.execute(sa.delete(UsageRecord))
         session.execute(sa.delete(UsageRollup))
-    python = FakeCore(batch).drainer(harness)
+    python = FakeCore(*batches).drainer(harness)
     python._writer = None  # the path for parsed batches
     assert python.drain()
     assert _raw_rows(harness) == by_core
-    assert _rollups(harness) == rollups
+    assert _all_rollups(harness) == rollups
     assert by_core[0]["started_at"] == ("str", "2026-03-04 05:06:07.250000")
+    assert by_core[4]["started_at"] == ("str", "2026-03-04 05:07:00.000000")
+    minute = {(r[2], r[3], r[4], r[1]): r[5:] for r in rollups if r[0] == "minute"}
+    # (requests, prompt, completion, cached, cost, errors) per tenant, key, model and minute.
+    assert minute == {
+        ("acme", "k1", "chat", 1772600760): (3, 36, 102, 0, 21, 0),
+        ("beta", "k2", "chat", 1772600760): (1, 12, 34, 0, 7, 1),
+        ("beta", "k2", "chat", 1772600820): (1, 12, 34, 0, 7, 1),
+        ("acme", "k3", "other", 1772604360): (1, 12, 34, 0, 7, 0),
+    }
+
+
+def test_a_start_the_core_cannot_format_is_stored_by_pythons_path(harness: Harness) -> None:
+    """A start before 1970 (never a request's, but nothing the core hands out is dropped): the
+    core's writer refuses the batch, and Python's path stores every event of it."""
+    if harness.ctx.engine.dialect.name != "sqlite":
+        pytest.skip("the core's writer is SQLite's")
+    core = FakeCore([event("r1", seq=1), event("r2", seq=2, started_at=-5.0)])
+    drainer = core.drainer(harness)
+    assert isinstance(drainer._writer, CoreSqliteWriter)
+    assert drainer.drain()
+    assert [r.request_id for r in _rows(harness)] == ["r1", "r2"]
+    assert drainer.rejected == 0 and core.acks == [2]
+    assert sum(v[0] for k, v in _rollups(harness).items() if k[0] == "day") == 2
 
 
 def test_sqlite_batches_go_through_python_where_the_core_cannot_reach_its_library(

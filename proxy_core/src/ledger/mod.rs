@@ -6,12 +6,17 @@
 //!
 //! - `rows.rs`: a batch's JSON read into rows of column values, borrowed from the text.
 //! - `sqlite.rs`: SQLite through the library the process already loaded (never a second copy).
+//! - `timestamps.rs`: times in the text form the control plane stores, as SQLite formats them.
+//! - `rollup.rs`: the new rows' rollups, summed as they are inserted.
 //! - `writer.rs`: one batch, one transaction: insert, then the rollups of the new rows.
 
+pub mod rollup;
 pub mod rows;
 pub mod sqlite;
+pub mod timestamps;
 pub mod writer;
 
+pub use rollup::RollupSpec;
 pub use rows::{Fields, Scalar};
 pub use sqlite::{DbError, Library};
 pub use writer::{LedgerWriter, Statements, Stored, WriteError};

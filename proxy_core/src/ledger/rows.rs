@@ -52,6 +52,11 @@ impl Fields {
         self.names.is_empty()
     }
 
+    /// The index of the field `name`.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
     /// The index of `key`, trying `guess` first: the core writes its fields in one order, so
     /// the next key is nearly always the one after the last.
     fn index(&self, key: &str, guess: usize) -> Option<usize> {

@@ -27,7 +27,7 @@ const SQLITE_ROW: c_int = 100;
 const SQLITE_DONE: c_int = 101;
 const SQLITE_OPEN_READWRITE: c_int = 0x2;
 const SQLITE_OPEN_CREATE: c_int = 0x4;
-const SQLITE_OPEN_FULLMUTEX: c_int = 0x0001_0000;
+const SQLITE_OPEN_NOMUTEX: c_int = 0x8000;
 /// `SQLITE_TRANSIENT`: SQLite copies the bound text before the call returns.
 const SQLITE_TRANSIENT: isize = -1;
 
@@ -71,6 +71,8 @@ sqlite_functions! {
     bind_double = "sqlite3_bind_double": fn(*mut Stmt, c_int, f64) -> c_int;
     bind_text = "sqlite3_bind_text": fn(*mut Stmt, c_int, *const c_char, c_int, isize) -> c_int;
     column_int64 = "sqlite3_column_int64": fn(*mut Stmt, c_int) -> i64;
+    column_text = "sqlite3_column_text": fn(*mut Stmt, c_int) -> *const u8;
+    column_bytes = "sqlite3_column_bytes": fn(*mut Stmt, c_int) -> c_int;
     changes = "sqlite3_changes": fn(*mut Db) -> c_int;
     errmsg = "sqlite3_errmsg": fn(*mut Db) -> *const c_char;
     extended_errcode = "sqlite3_extended_errcode": fn(*mut Db) -> c_int;
@@ -178,9 +180,10 @@ pub struct Connection {
     db: NonNull<Db>,
 }
 
-// SAFETY: the library is threadsafe (checked at load) and the connection is opened with
-// SQLITE_OPEN_FULLMUTEX, so it may move between threads; `&mut self` on every call that uses it
-// keeps one caller at a time anyway.
+// SAFETY: the library is threadsafe (checked at load), so a connection opened with
+// SQLITE_OPEN_NOMUTEX may move between threads as long as one thread at a time uses it, which
+// `&mut self` on every call that uses it ensures. (Its own mutex, taken and released on every
+// call, was 3% of the ledger's CPU: bench/README.md.)
 unsafe impl Send for Connection {}
 
 impl Connection {
@@ -188,7 +191,7 @@ impl Connection {
         let cpath =
             CString::new(path).map_err(|_| DbError { code: 21, message: "the path holds a NUL byte".into() })?;
         let mut db: *mut Db = ptr::null_mut();
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
         // SAFETY: valid C string and out pointer; a null VFS name picks the default.
         let rc = unsafe { (lib.fns.open_v2)(cpath.as_ptr(), &mut db, flags, ptr::null()) };
         let Some(db) = NonNull::new(db) else {
@@ -320,6 +323,21 @@ impl Statement {
         let col = c_int::try_from(col).unwrap_or(c_int::MAX);
         // SAFETY: a live statement; an out-of-range column reads as 0.
         unsafe { (self.lib.fns.column_int64)(self.stmt.as_ptr(), col) }
+    }
+
+    /// The text in column `col` of the current row (lossy where it is not UTF-8).
+    pub fn column_text(&self, col: usize) -> String {
+        let col = c_int::try_from(col).unwrap_or(c_int::MAX);
+        // SAFETY: a live statement; the text (null for NULL) and its length are read before
+        // any other call on the statement.
+        unsafe {
+            let text = (self.lib.fns.column_text)(self.stmt.as_ptr(), col);
+            let len = usize::try_from((self.lib.fns.column_bytes)(self.stmt.as_ptr(), col)).unwrap_or(0);
+            if text.is_null() {
+                return String::new();
+            }
+            String::from_utf8_lossy(std::slice::from_raw_parts(text, len)).into_owned()
+        }
     }
 
     /// Ready to run again (bindings kept; the next run rebinds them all).
