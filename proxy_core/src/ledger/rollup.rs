@@ -68,6 +68,9 @@ impl Rollup {
     }
 }
 
+/// One rollup row: granularity, bucket, the group's values, the counters.
+pub type RollupRow<'r> = (&'r str, i64, Vec<&'r str>, Vec<i64>);
+
 /// The counters of one batch's new rows per shortest bucket and group.
 pub struct Sums<'r> {
     rollup: &'r Rollup,
@@ -108,24 +111,24 @@ impl<'r> Sums<'r> {
         Ok(())
     }
 
-    /// Every granularity's rows: (granularity, bucket, group, counters), ordered.
-    pub fn rows(&self) -> Vec<(&'r str, i64, Vec<&'r str>, Vec<i64>)> {
+    /// Every granularity's rows: (granularity, bucket, group, counters), ordered. An error when
+    /// a coarser bucket's sum overflows (as SQL's `sum` refuses it).
+    pub fn rows(&self) -> Result<Vec<RollupRow<'r>>, String> {
         let r = self.rollup;
         let mut out: BTreeMap<(usize, i64, Vec<&'r str>), Vec<i64>> = BTreeMap::new();
         for ((base_bucket, group), counters) in &self.by_base {
-            for (g, (_, seconds)) in r.granularities.iter().enumerate() {
+            for (g, (name, seconds)) in r.granularities.iter().enumerate() {
                 let bucket = base_bucket.div_euclid(*seconds) * seconds;
                 let into = out.entry((g, bucket, group.clone())).or_insert_with(|| vec![0; counters.len()]);
                 for (sum, value) in into.iter_mut().zip(counters) {
-                    // Within one batch of i64 sums already checked per bucket; saturate rather
-                    // than wrap should a coarser bucket ever reach the limit.
-                    *sum = sum.saturating_add(*value);
+                    *sum = sum.checked_add(*value).ok_or_else(|| format!("a sum per {name} overflows"))?;
                 }
             }
         }
-        out.into_iter()
+        Ok(out
+            .into_iter()
             .map(|((g, bucket, group), counters)| (r.granularities[g].0.as_str(), bucket, group, counters))
-            .collect()
+            .collect())
     }
 }
 
@@ -167,7 +170,7 @@ mod tests {
         sums.add(&rows[1], 3600).expect("add");
         sums.add(&rows[2], 3601).expect("add");
         assert_eq!(
-            sums.rows(),
+            sums.rows().expect("rows"),
             vec![
                 ("minute", 3540, vec!["a", "m"], vec![1, 10, 0]),
                 ("minute", 3600, vec!["a", "m"], vec![1, 5, 1]),
@@ -193,6 +196,11 @@ mod tests {
         assert!(sums.add(&null_key, 0).expect_err("refused").contains("not text"));
         sums.add(&big[0], 0).expect("add");
         assert!(sums.add(&big[1], 0).expect_err("refused").contains("overflows"));
+        // Two minutes each within the limit, their hour beyond it.
+        let mut hourly = Sums::new(&r);
+        hourly.add(&big[0], 0).expect("add");
+        hourly.add(&big[1], 60).expect("add");
+        assert!(hourly.rows().expect_err("refused").contains("a sum per hour overflows"));
     }
 
     #[test]

@@ -163,7 +163,7 @@ impl LedgerWriter {
                     .map_err(|why| WriteError::Refused(format!("event {index}: {why}")))?;
             }
         }
-        for (granularity, bucket, group, counters) in sums.rows() {
+        for (granularity, bucket, group, counters) in sums.rows().map_err(WriteError::Refused)? {
             let result = bind_rollup_row(&mut self.upsert, granularity, bucket, &group, &counters)
                 .and_then(|()| self.upsert.step());
             self.upsert.reset();
