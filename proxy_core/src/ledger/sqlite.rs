@@ -27,7 +27,7 @@ const SQLITE_ROW: c_int = 100;
 const SQLITE_DONE: c_int = 101;
 const SQLITE_OPEN_READWRITE: c_int = 0x2;
 const SQLITE_OPEN_CREATE: c_int = 0x4;
-const SQLITE_OPEN_NOMUTEX: c_int = 0x8000;
+const SQLITE_OPEN_FULLMUTEX: c_int = 0x0001_0000;
 /// `SQLITE_TRANSIENT`: SQLite copies the bound text before the call returns.
 const SQLITE_TRANSIENT: isize = -1;
 
@@ -180,10 +180,10 @@ pub struct Connection {
     db: NonNull<Db>,
 }
 
-// SAFETY: the library is threadsafe (checked at load), so a connection opened with
-// SQLITE_OPEN_NOMUTEX may move between threads as long as one thread at a time uses it, which
-// `&mut self` on every call that uses it ensures. (Its own mutex, taken and released on every
-// call, was 3% of the ledger's CPU: bench/README.md.)
+// SAFETY: the library is threadsafe (checked at load) and the connection is opened with
+// SQLITE_OPEN_FULLMUTEX, so it may move between threads; `&mut self` on every call that uses it
+// keeps one caller at a time anyway. (Without that mutex a `Statement`, `Send` on its own,
+// could run on one thread while its connection runs on another.)
 unsafe impl Send for Connection {}
 
 impl Connection {
@@ -191,7 +191,7 @@ impl Connection {
         let cpath =
             CString::new(path).map_err(|_| DbError { code: 21, message: "the path holds a NUL byte".into() })?;
         let mut db: *mut Db = ptr::null_mut();
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
         // SAFETY: valid C string and out pointer; a null VFS name picks the default.
         let rc = unsafe { (lib.fns.open_v2)(cpath.as_ptr(), &mut db, flags, ptr::null()) };
         let Some(db) = NonNull::new(db) else {
