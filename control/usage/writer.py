@@ -277,8 +277,11 @@ class Stored:
 # work (bench/README.md). A batch has at most `usage.postgresql_slices` of them (see
 # `TextWriter._slices`).
 POSTGRESQL_SLICE_BYTES = 48 * 1024
-# `usage.postgresql_slices` unset: a server on this host shares the gateway's CPUs.
-LOCAL_SERVER_SLICES = 8
+# `usage.postgresql_slices` unset: a server on this host shares the gateway's CPUs. 32 slices
+# keep a c=1 batch in short stretches up to about 30k events a second (with 8, a fast machine's
+# c=1 batch of 1.1 MB went whole: `serve`'s c=1 added p99 3.7 ms against 1.9 with 32); at
+# saturation the cost was inside the rounds' spread (bench/README.md, 2026-12-05).
+LOCAL_SERVER_SLICES = 32
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 # Where a batch of the core's may be cut: the end of one event, `BETWEEN_EVENTS`, the next one.
 _CUT = b"}" + BETWEEN_EVENTS + b"{"

@@ -239,11 +239,11 @@ def test_a_batch_is_cut_only_between_its_events() -> None:
 @pytest.mark.parametrize(
     ("url", "configured", "slices"),
     [
-        ("postgresql+psycopg://u@127.0.0.1:5432/db", None, 8),
-        ("postgresql+psycopg://u@localhost/db", None, 8),
-        ("postgresql+psycopg://u@[::1]/db", None, 8),
-        ("postgresql+psycopg:///db", None, 8),  # the Unix socket
-        ("postgresql+psycopg://u@/db?host=/var/run/postgresql", None, 8),
+        ("postgresql+psycopg://u@127.0.0.1:5432/db", None, 32),
+        ("postgresql+psycopg://u@localhost/db", None, 32),
+        ("postgresql+psycopg://u@[::1]/db", None, 32),
+        ("postgresql+psycopg:///db", None, 32),  # the Unix socket
+        ("postgresql+psycopg://u@/db?host=/var/run/postgresql", None, 32),
         ("postgresql+psycopg://u@db.internal:5432/db", None, 1),
         ("postgresql+psycopg://u@10.0.0.7/db", None, 1),
         ("postgresql+psycopg://u@db.internal/db", 4, 4),
@@ -307,8 +307,8 @@ def test_postgresql_stores_a_batch_beside_live_traffic_in_slices_and_counts_it_o
         drainer.close()
     # Configured to one statement, or a batch too large for short slices (a busy gateway's):
     # one statement.
-    large = [event(f"l{i}", seq=100 + i, prompt_tokens=1) for i in range(80)]
-    assert len(batch_text(large)) > 8 * 2 * writer.POSTGRESQL_SLICE_BYTES
+    large = [event(f"l{i}", seq=1000 + i, prompt_tokens=1) for i in range(300)]
+    assert len(batch_text(large)) > writer.LOCAL_SERVER_SLICES * 2 * writer.POSTGRESQL_SLICE_BYTES
     for options, events in (({"postgresql_slices": 1}, batch), ({}, large)):
         statements.clear()
         one = FakeCore(events).drainer(harness, batch=1000, **options)
