@@ -1,5 +1,6 @@
-//! Micro-benchmarks of the request path's pieces: key lookup, the SSE tap (plain and translating
-//! between APIs), a limiter check over 10k keys, and an admission lane push/pop. Run with
+//! Micro-benchmarks of the request path's pieces: key lookup, the request body's peek, the meter
+//! of a whole answer, the SSE tap (plain and translating between APIs), a limiter check over 10k
+//! keys, and an admission lane push/pop. Run with
 //! `cargo bench -p proxy_core`.
 
 use std::sync::Arc;
@@ -9,10 +10,11 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use sluicegate_core::admission::lanes::{Lanes, Waiter};
 use sluicegate_core::auth::{self, hex_digest, KeyHasher};
 use sluicegate_core::config::{self, Limits, Registry};
-use sluicegate_core::endpoint::Flavor;
+use sluicegate_core::endpoint::{Endpoint, Flavor};
 use sluicegate_core::limits::{self, Estimate, LimitState, Scope};
 use sluicegate_core::metrics::Metrics;
-use sluicegate_core::sse::SseTap;
+use sluicegate_core::proxy::peek::peek;
+use sluicegate_core::sse::{SseTap, WholeBodyMeter};
 use sluicegate_core::translate::{StreamTranslator, Translation};
 use sluicegate_core::upstream::AddressGuard;
 
@@ -39,6 +41,48 @@ fn key_lookup(c: &mut Criterion) {
             black_box(snapshot.keys.get(&digest).is_some_and(|k| auth::digest_eq(&k.hash, &digest)))
         })
     });
+}
+
+/// A chat request of a conversation: the fields the gateway acts on read, its prompt measured.
+fn body_peek(c: &mut Criterion) {
+    let messages: Vec<String> = (0..20)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            format!(r#"{{"role":"{role}","content":"turn {i} of a conversation, a sentence or two of its text"}}"#)
+        })
+        .collect();
+    let body = Bytes::from(format!(
+        r#"{{"model":"sim","messages":[{}],"max_tokens":256,"temperature":0.7,"stream":false,"user":"end-user-1"}}"#,
+        messages.join(",")
+    ));
+    c.bench_function("request body peek (chat, 20 messages, 6 fields)", |b| {
+        b.iter(|| black_box(peek(Endpoint::ChatCompletions, body.clone())))
+    });
+}
+
+/// A whole (non-streaming) chat answer metered as it is relayed: the bench's instant answer, and
+/// one with 4 KB of text.
+fn whole_meter(c: &mut Criterion) {
+    let answer = |text: &str| {
+        format!(
+            r#"{{"id":"chatcmpl-instant","object":"chat.completion","created":1764547200,"model":"sim-model","choices":[{{"index":0,"message":{{"role":"assistant","content":"{text}"}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":12,"completion_tokens":16,"total_tokens":28}}}}"#
+        )
+    };
+    for (name, body) in [
+        (
+            "whole answer meter (a 300 B answer)",
+            answer("A fixed answer from the instant upstream, sixteen tokens or so long."),
+        ),
+        ("whole answer meter (4 KB of text)", answer(&"A sentence of an answer, with a comma. ".repeat(100))),
+    ] {
+        c.bench_function(name, |b| {
+            b.iter(|| {
+                let mut meter = WholeBodyMeter::new();
+                meter.feed(black_box(body.as_bytes()));
+                black_box((meter.usage(), meter.completion_estimate()))
+            })
+        });
+    }
 }
 
 fn sse_tap(c: &mut Criterion) {
@@ -103,5 +147,5 @@ fn lane_push_pop(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, key_lookup, sse_tap, translated_tap, bucket_check, lane_push_pop);
+criterion_group!(benches, key_lookup, body_peek, whole_meter, sse_tap, translated_tap, bucket_check, lane_push_pop);
 criterion_main!(benches);

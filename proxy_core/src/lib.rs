@@ -22,6 +22,7 @@ pub mod endpoint;
 pub mod error;
 pub mod fleet;
 pub mod header_names;
+pub mod json_str;
 pub mod ledger;
 pub mod limits;
 pub mod log_file;

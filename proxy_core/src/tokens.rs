@@ -12,6 +12,8 @@ use std::fmt;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
+use crate::json_str::JsonStr;
+
 /// Characters and pre-tokenized ids found in one request's text fields.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct TextMeasure {
@@ -84,7 +86,7 @@ impl<'de> Visitor<'de> for MeasureVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TextMeasure, A::Error> {
         let mut total = TextMeasure::default();
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        while let Some(JsonStr(key)) = map.next_key::<JsonStr<'de>>()? {
             if key == "text" || key == "content" {
                 total.add(map.next_value::<Measured>()?.0);
             } else {

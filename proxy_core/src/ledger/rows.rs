@@ -14,6 +14,8 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
+use crate::json_str::JsonStr;
+
 /// One column's value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Scalar<'a> {
@@ -134,7 +136,7 @@ impl<'de> Visitor<'de> for EventSeed<'_, '_, 'de> {
         let fields = self.fields;
         let mut slots: Vec<Option<Scalar<'de>>> = vec![None; fields.len()];
         let mut next = 0;
-        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+        while let Some(JsonStr(key)) = map.next_key::<JsonStr<'de>>()? {
             match fields.index(&key, next) {
                 Some(at) => {
                     let value: Scalar<'de> = map.next_value()?;
@@ -165,33 +167,6 @@ impl<'de> Visitor<'de> for EventSeed<'_, '_, 'de> {
         }
         self.rows.count += 1;
         Ok(())
-    }
-}
-
-/// An object's key, borrowed unless it holds escapes (serde's `Cow<str>` always copies).
-struct Key<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_str(KeyVisitor)
-    }
-}
-
-struct KeyVisitor;
-
-impl<'de> Visitor<'de> for KeyVisitor {
-    type Value = Key<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a field name")
-    }
-
-    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
-        Ok(Key(Cow::Borrowed(v)))
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
-        Ok(Key(Cow::Owned(v.to_owned())))
     }
 }
 

@@ -17,6 +17,7 @@ use serde_json::value::RawValue;
 use super::attribution;
 use crate::endpoint::Endpoint;
 use crate::error::GatewayError;
+use crate::json_str::JsonStr;
 use crate::tokens::{measure_json, TextMeasure};
 
 /// Body fields that could redirect the request or smuggle credentials; refused outright.
@@ -43,7 +44,7 @@ impl<'de> Deserialize<'de> for TopLevel<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(8));
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                while let Some(JsonStr(key)) = map.next_key::<JsonStr<'de>>()? {
                     let value: &'de RawValue = map.next_value()?;
                     fields.push((key, value));
                 }
@@ -171,7 +172,7 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
         }
         match key.as_ref() {
             "model" => {
-                let model: Cow<'_, str> = parse_field("model", raw, "a string")?;
+                let JsonStr(model) = parse_field("model", raw, "a string")?;
                 if model.is_empty() {
                     return Err(field_error("model", "'model' must not be empty".into()));
                 }
@@ -208,8 +209,8 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
                 }
             }
             "user" if endpoint != Endpoint::Messages => {
-                let user: Option<Cow<'_, str>> = parse_field("user", raw, "a string")?;
-                peeked.end_user = user.map(|u| attribution::end_user("user", &u)).transpose()?;
+                let user: Option<JsonStr<'_>> = parse_field("user", raw, "a string")?;
+                peeked.end_user = user.map(|JsonStr(u)| attribution::end_user("user", &u)).transpose()?;
             }
             "metadata" if endpoint == Endpoint::Messages => {
                 #[derive(Deserialize)]

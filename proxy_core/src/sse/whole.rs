@@ -119,15 +119,42 @@ impl Default for WholeBodyMeter {
 }
 
 /// Bytes before the next quote or backslash. Keys and short values end within a few bytes, where
-/// a plain loop is cheapest; a long text is searched with SIMD past its first 16 bytes.
+/// eight bytes at a time in a register are cheapest (a byte loop there was a sixth of the meter's
+/// time on a short answer); a long text is searched with SIMD past its first 16 bytes.
 fn string_run_len(rest: &[u8]) -> usize {
     const SHORT: usize = 16;
-    let special = |b: &u8| *b == b'"' || *b == b'\\';
-    match rest.iter().take(SHORT).position(special) {
-        Some(at) => at,
-        None if rest.len() <= SHORT => rest.len(),
-        None => SHORT + memchr::memchr2(b'"', b'\\', &rest[SHORT..]).unwrap_or(rest.len() - SHORT),
+    let mut at = 0;
+    while at < SHORT {
+        let Some(word) = rest.get(at..at + 8) else {
+            let tail = &rest[at..];
+            return at + tail.iter().position(|b| *b == b'"' || *b == b'\\').unwrap_or(tail.len());
+        };
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        if let Some(found) = first_quote_or_backslash(u64::from_le_bytes(bytes)) {
+            return at + found;
+        }
+        at += 8;
     }
+    SHORT + memchr::memchr2(b'"', b'\\', &rest[SHORT..]).unwrap_or(rest.len() - SHORT)
+}
+
+/// The index of the first `"` or `\` among the eight bytes of `word` (little-endian). A byte
+/// equal to the one sought is zero after the xor; `(x - 0x01..) & !x & 0x80..` flags the zero
+/// bytes, exactly up to the first of them (a borrow may flag bytes after it, never before).
+fn first_quote_or_backslash(word: u64) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero_bytes = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let hits = zero_bytes(word ^ (ONES * u64::from(b'"'))) | zero_bytes(word ^ (ONES * u64::from(b'\\')));
+    (hits != 0).then(|| (hits.trailing_zeros() / 8) as usize)
+}
+
+/// Characters (Unicode scalar values) in UTF-8 `bytes`: the bytes that do not continue one, which
+/// is also what a body that is not valid UTF-8 is measured by. Summed in bytes, a block of 255 at
+/// a time (a u64 per byte made the compiler widen every lane: a fifth of the meter's time).
+fn scalar_values(bytes: &[u8]) -> u64 {
+    bytes.chunks(255).map(|block| u64::from(block.iter().fold(0u8, |n, b| n + u8::from((b & 0xc0) != 0x80)))).sum()
 }
 
 fn child_ctx(parent: Option<Frame>, key: &[u8]) -> Ctx {
@@ -176,7 +203,7 @@ impl WholeBodyMeter {
 
     /// Read the next chunk of the body.
     pub fn feed(&mut self, chunk: &[u8]) {
-        self.relayed_chars += chunk.iter().filter(|b| (**b & 0xc0) != 0x80).count() as u64;
+        self.relayed_chars += scalar_values(chunk);
         let mut at = 0;
         while at < chunk.len() {
             if self.lex == Lex::Broken {
@@ -201,17 +228,28 @@ impl WholeBodyMeter {
     /// Bytes inside a string that are neither its closing quote nor a backslash: what
     /// `string_byte` does for each of them, at once.
     fn string_run(&mut self, key: bool, run: &[u8]) {
-        if self.usage.is_some() {
-            for &b in run {
-                self.capture(b);
-            }
-        }
+        self.capture_all(run);
         if key {
-            for &b in run {
-                self.key_byte(b);
-            }
+            let room = KEY_BYTES - self.key_len;
+            let taken = run.len().min(room);
+            self.key[self.key_len..self.key_len + taken].copy_from_slice(&run[..taken]);
+            self.key_len += taken;
+            self.key_long |= run.len() > room;
         } else if self.scalar_ctx == Ctx::Measure {
-            self.text.chars += run.iter().filter(|b| (**b & 0xc0) != 0x80).count() as u64;
+            self.text.chars += scalar_values(run);
+        }
+    }
+
+    /// `capture` for each byte of `run`, at once.
+    fn capture_all(&mut self, run: &[u8]) {
+        if let Some(buf) = &mut self.usage {
+            if buf.len() + run.len() <= MAX_USAGE_BYTES {
+                buf.extend_from_slice(run);
+            } else {
+                for &b in run {
+                    self.capture(b);
+                }
+            }
         }
     }
 
@@ -599,6 +637,21 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(crate::test_cases(256)))]
+
+        /// The run ends at the first quote or backslash, wherever it falls in or past a word.
+        #[test]
+        fn a_string_run_ends_at_the_first_quote_or_backslash(
+            bytes in prop::collection::vec(prop::sample::select(vec![b'a', b'"', b'\\', 0x80, 0xdc, 0xa2, 0x5d, 0x00]), 0..48)
+        ) {
+            let naive = bytes.iter().position(|b| *b == b'"' || *b == b'\\').unwrap_or(bytes.len());
+            prop_assert_eq!(string_run_len(&bytes), naive);
+        }
+
+        /// Characters are the bytes that do not continue a UTF-8 sequence, past 255 of them too.
+        #[test]
+        fn scalar_values_count_what_is_not_a_continuation_byte(text in ".{0,600}") {
+            prop_assert_eq!(scalar_values(text.as_bytes()), text.chars().count() as u64);
+        }
 
         /// Any split of the same bytes gives what parsing the whole body gives.
         #[test]
