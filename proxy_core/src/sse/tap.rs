@@ -45,13 +45,43 @@ pub struct Fed {
 }
 
 #[derive(Deserialize)]
-struct OpenAiChunk<'a> {
-    #[serde(default, borrow)]
-    choices: Vec<OpenAiChoice<'a>>,
+struct OpenAiChunk {
+    #[serde(default)]
+    choices: ChoicesSeen,
     #[serde(default)]
     usage: Option<UsageProbe>,
     #[serde(default)]
     error: Option<IgnoredAny>,
+}
+
+/// What the tap needs of a chunk's `choices`, folded as they are read (no list is kept: one
+/// allocation less for each of a stream's chunks): whether there were any, and whether one
+/// carried generated content.
+#[derive(Default)]
+struct ChoicesSeen {
+    any: bool,
+    content: bool,
+}
+
+impl<'de> Deserialize<'de> for ChoicesSeen {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fold;
+        impl<'de> serde::de::Visitor<'de> for Fold {
+            type Value = ChoicesSeen;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of choices")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<ChoicesSeen, A::Error> {
+                let mut seen = ChoicesSeen::default();
+                while let Some(choice) = seq.next_element::<OpenAiChoice<'de>>()? {
+                    seen.any = true;
+                    seen.content |= choice.has_content();
+                }
+                Ok(seen)
+            }
+        }
+        deserializer.deserialize_seq(Fold)
+    }
 }
 
 #[derive(Deserialize)]
@@ -60,6 +90,17 @@ struct OpenAiChoice<'a> {
     delta: Option<OpenAiDelta<'a>>,
     #[serde(default, borrow)]
     text: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl OpenAiChoice<'_> {
+    fn has_content(&self) -> bool {
+        self.text.as_deref().is_some_and(|t| !t.is_empty())
+            || self.delta.as_ref().is_some_and(|d| {
+                d.content.as_deref().is_some_and(|t| !t.is_empty())
+                    || d.reasoning_content.as_deref().is_some_and(|t| !t.is_empty())
+                    || d.tool_calls.is_some()
+            })
+    }
 }
 
 #[derive(Deserialize)]
@@ -103,6 +144,39 @@ struct ResponsesEvent<'a> {
     response: Option<WithUsage>,
 }
 
+/// The ranges of a fed chunk that go out. One range (every event forwarded, or only the ends
+/// hidden) is the chunk's own bytes; only an event hidden between two forwarded ones makes more,
+/// and only then a list and a copy.
+#[derive(Default)]
+struct Kept {
+    first: Option<(usize, usize)>,
+    more: Vec<(usize, usize)>,
+}
+
+impl Kept {
+    fn add(&mut self, start: usize, end: usize) {
+        let last = self.more.last_mut().or(self.first.as_mut());
+        match last {
+            Some((_, last_end)) if *last_end == start => *last_end = end,
+            Some(_) => self.more.push((start, end)),
+            None => self.first = Some((start, end)),
+        }
+    }
+
+    fn out(self, data: &Bytes) -> Option<Bytes> {
+        let (start, end) = self.first?;
+        if self.more.is_empty() {
+            return Some(data.slice(start..end));
+        }
+        let ranges = std::iter::once((start, end)).chain(self.more);
+        let mut out = BytesMut::new();
+        for (start, end) in ranges {
+            out.extend_from_slice(&data[start..end]);
+        }
+        Some(out.freeze())
+    }
+}
+
 /// What the tap decided about one event.
 enum Verdict {
     Forward { content: bool },
@@ -129,7 +203,7 @@ impl SseTap {
         let mut fed = Fed::default();
         let mut pos = 0;
         // Ranges of `data` to forward; contiguous unless an event is hidden.
-        let mut keep: Vec<(usize, usize)> = Vec::new();
+        let mut keep = Kept::default();
         let mut translated = BytesMut::new();
         while let Some(len) = event_end(&data[pos..]) {
             let end = pos + len;
@@ -143,10 +217,7 @@ impl SseTap {
                         pos = end;
                         continue;
                     }
-                    match keep.last_mut() {
-                        Some((_, last_end)) if *last_end == pos => *last_end = end,
-                        _ => keep.push((pos, end)),
-                    }
+                    keep.add(pos, end);
                 }
                 Verdict::Hide => {}
             }
@@ -159,17 +230,7 @@ impl SseTap {
             fed.out = (!translated.is_empty()).then(|| translated.freeze());
             return fed;
         }
-        fed.out = match keep.as_slice() {
-            [] => None,
-            [(start, end)] => Some(data.slice(*start..*end)),
-            ranges => {
-                let mut out = BytesMut::with_capacity(ranges.iter().map(|(s, e)| e - s).sum());
-                for (start, end) in ranges {
-                    out.extend_from_slice(&data[*start..*end]);
-                }
-                Some(out.freeze())
-            }
-        };
+        fed.out = keep.out(&data);
         fed
     }
 
@@ -221,7 +282,7 @@ impl SseTap {
             self.stats.terminated = true;
             return Verdict::Forward { content: false };
         }
-        let Ok(chunk) = serde_json::from_slice::<OpenAiChunk<'_>>(data) else {
+        let Ok(chunk) = serde_json::from_slice::<OpenAiChunk>(data) else {
             // Not ours to judge: pass it on unchanged.
             return Verdict::Forward { content: false };
         };
@@ -229,20 +290,13 @@ impl SseTap {
             self.stats.upstream_error = true;
             return Verdict::Forward { content: false };
         }
-        let content = chunk.choices.iter().any(|c| {
-            c.text.as_deref().is_some_and(|t| !t.is_empty())
-                || c.delta.as_ref().is_some_and(|d| {
-                    d.content.as_deref().is_some_and(|t| !t.is_empty())
-                        || d.reasoning_content.as_deref().is_some_and(|t| !t.is_empty())
-                        || d.tool_calls.is_some()
-                })
-        });
+        let content = chunk.choices.content;
         if content {
             self.stats.content_events += 1;
         }
         if let Some(probe) = chunk.usage.filter(|u| !u.is_empty()) {
             probe.merge_into(self.stats.usage.get_or_insert_with(TokenUsage::default));
-            if self.hide_usage && chunk.choices.is_empty() {
+            if self.hide_usage && !chunk.choices.any {
                 return Verdict::Hide;
             }
         }
