@@ -1,5 +1,5 @@
 //! Micro-benchmarks of the request path's pieces: key lookup, the request body's peek, the meter
-//! of a whole answer, the SSE tap (plain and translating between APIs), a limiter check over 10k
+//! of a whole answer, the usage event's JSON, the SSE tap (plain and translating between APIs), a limiter check over 10k
 //! keys, and an admission lane push/pop. Run with
 //! `cargo bench -p proxy_core`.
 
@@ -17,6 +17,7 @@ use sluicegate_core::proxy::peek::peek;
 use sluicegate_core::sse::{SseTap, WholeBodyMeter};
 use sluicegate_core::translate::{StreamTranslator, Translation};
 use sluicegate_core::upstream::AddressGuard;
+use sluicegate_core::usage::{Outcome, UsageEvent, UsageSource};
 
 const PEPPER: &str = "bench-pepper-0123456789abcdef";
 
@@ -85,6 +86,48 @@ fn whole_meter(c: &mut Criterion) {
     }
 }
 
+/// A finished request's usage event as the sink writes it (JSON, for the journal and the ledger).
+fn usage_event(c: &mut Criterion) {
+    let text = |s: &str| -> Arc<str> { Arc::from(s) };
+    let event = UsageEvent {
+        seq: 123_456,
+        request_id: text("req_019adbc0ffee4b1d9c3a5e7f01234567"),
+        key_id: text("key_01HZX3Q4RSTUVWXYZ0123456"),
+        key_prefix: text("sk-sg-AbCd"),
+        tenant_id: text("tenant-acme"),
+        endpoint: "chat_completions",
+        model: text("gpt-4o-mini"),
+        upstream_model: Some(text("Qwen/Qwen2.5-7B-Instruct")),
+        pool: Some(text("vllm-main")),
+        upstream: Some(text("vllm-a")),
+        priority: "interactive",
+        stream: true,
+        status: 200,
+        outcome: Outcome::Complete,
+        error_code: None,
+        prompt_tokens: 1234,
+        completion_tokens: 567,
+        cached_tokens: 1024,
+        cache_write_tokens: 0,
+        reasoning_tokens: 0,
+        usage_source: UsageSource::Upstream,
+        cost_micros: 4321,
+        price_version: Some(7),
+        queue_wait_ms: 0.0421,
+        connect_ms: Some(0.412),
+        ttft_ms: Some(182.5),
+        tpot_ms: Some(21.37),
+        duration_ms: 12345.678,
+        started_at: 1_796_000_000.123_456,
+        attempts: 1,
+        fallback: false,
+        client_retry_count: Some(0),
+        tags: Some(text(r#"{"team":"search","env":"prod"}"#)),
+        end_user: Some(text("user-8812")),
+    };
+    c.bench_function("usage event to JSON (a stream's event)", |b| b.iter(|| black_box(black_box(&event).to_json())));
+}
+
 fn sse_tap(c: &mut Criterion) {
     let chunk = Bytes::from_static(
         b"data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1796000000,\"model\":\"sim\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" sluice\"},\"finish_reason\":null}],\"usage\":null}\n\n",
@@ -147,5 +190,15 @@ fn lane_push_pop(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, key_lookup, body_peek, whole_meter, sse_tap, translated_tap, bucket_check, lane_push_pop);
+criterion_group!(
+    benches,
+    key_lookup,
+    body_peek,
+    whole_meter,
+    usage_event,
+    sse_tap,
+    translated_tap,
+    bucket_check,
+    lane_push_pop
+);
 criterion_main!(benches);

@@ -81,3 +81,224 @@ pub struct UsageEvent {
     /// The end user the request named (OpenAI `user`, Anthropic `metadata.user_id`).
     pub end_user: Option<Arc<str>>,
 }
+
+impl Outcome {
+    /// The name serde gives it (a test holds the two together).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Complete => "complete",
+            Outcome::ClientCancelled => "client_cancelled",
+            Outcome::UpstreamError => "upstream_error",
+            Outcome::Timeout => "timeout",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl UsageSource {
+    /// The name serde gives it (a test holds the two together).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UsageSource::Upstream => "upstream",
+            UsageSource::Estimated => "estimated",
+            UsageSource::Progress => "progress",
+        }
+    }
+}
+
+/// Room reserved up front for the event's JSON (about 700 bytes), so that writing it does not
+/// grow its buffer step by step.
+const EVENT_BYTES: usize = 1024;
+
+impl UsageEvent {
+    /// The event as JSON, the bytes `serde_json::to_vec` makes of it (a test holds them to it),
+    /// at a third of the cost: the keys are written as they are, not escaped byte by byte, and a
+    /// string is copied whole unless it holds a byte JSON escapes. One of these a request.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = JsonObject::with_capacity(EVENT_BYTES);
+        out.u64("seq", self.seq);
+        out.str("request_id", &self.request_id);
+        out.str("key_id", &self.key_id);
+        out.str("key_prefix", &self.key_prefix);
+        out.str("tenant_id", &self.tenant_id);
+        out.str("endpoint", self.endpoint);
+        out.str("model", &self.model);
+        out.opt_str("upstream_model", self.upstream_model.as_deref());
+        out.opt_str("pool", self.pool.as_deref());
+        out.opt_str("upstream", self.upstream.as_deref());
+        out.str("priority", self.priority);
+        out.bool("stream", self.stream);
+        out.u64("status", u64::from(self.status));
+        out.str("outcome", self.outcome.as_str());
+        out.opt_str("error_code", self.error_code);
+        out.u64("prompt_tokens", self.prompt_tokens);
+        out.u64("completion_tokens", self.completion_tokens);
+        out.u64("cached_tokens", self.cached_tokens);
+        out.u64("cache_write_tokens", self.cache_write_tokens);
+        out.u64("reasoning_tokens", self.reasoning_tokens);
+        out.str("usage_source", self.usage_source.as_str());
+        out.u64("cost_micros", self.cost_micros);
+        out.opt_number("price_version", self.price_version);
+        out.number("queue_wait_ms", self.queue_wait_ms);
+        out.opt_number("connect_ms", self.connect_ms);
+        out.opt_number("ttft_ms", self.ttft_ms);
+        out.opt_number("tpot_ms", self.tpot_ms);
+        out.number("duration_ms", self.duration_ms);
+        out.number("started_at", self.started_at);
+        out.u64("attempts", u64::from(self.attempts));
+        out.bool("fallback", self.fallback);
+        out.opt_number("client_retry_count", self.client_retry_count);
+        out.opt_str("tags", self.tags.as_deref());
+        out.opt_str("end_user", self.end_user.as_deref());
+        out.finish()
+    }
+}
+
+/// A JSON object written field by field. Keys are the caller's literals (plain names, nothing to
+/// escape); numbers and strings that need escaping go through serde_json, so the bytes are its.
+struct JsonObject {
+    out: Vec<u8>,
+}
+
+impl JsonObject {
+    fn with_capacity(capacity: usize) -> Self {
+        let mut out = Vec::with_capacity(capacity);
+        out.push(b'{');
+        Self { out }
+    }
+
+    fn key(&mut self, name: &'static str) {
+        if self.out.len() > 1 {
+            self.out.push(b',');
+        }
+        self.out.push(b'"');
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.extend_from_slice(b"\":");
+    }
+
+    fn str(&mut self, name: &'static str, value: &str) {
+        self.key(name);
+        let plain = !value.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\');
+        if plain {
+            self.out.push(b'"');
+            self.out.extend_from_slice(value.as_bytes());
+            self.out.push(b'"');
+        } else {
+            self.serde(&value);
+        }
+    }
+
+    fn opt_str(&mut self, name: &'static str, value: Option<&str>) {
+        match value {
+            Some(value) => self.str(name, value),
+            None => self.null(name),
+        }
+    }
+
+    fn u64(&mut self, name: &'static str, value: u64) {
+        self.number(name, value);
+    }
+
+    fn bool(&mut self, name: &'static str, value: bool) {
+        self.key(name);
+        self.out.extend_from_slice(if value { b"true" } else { b"false" });
+    }
+
+    fn null(&mut self, name: &'static str) {
+        self.key(name);
+        self.out.extend_from_slice(b"null");
+    }
+
+    /// An integer or a float, as serde_json writes it (a float that is not finite is `null`).
+    fn number(&mut self, name: &'static str, value: impl Serialize) {
+        self.key(name);
+        self.serde(&value);
+    }
+
+    fn opt_number<T: Serialize>(&mut self, name: &'static str, value: Option<T>) {
+        match value {
+            Some(value) => self.number(name, value),
+            None => self.null(name),
+        }
+    }
+
+    fn serde(&mut self, value: &impl Serialize) {
+        // Writing to a Vec cannot fail, and these types always serialize.
+        let _ = serde_json::to_writer(&mut self.out, value);
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        self.out.push(b'}');
+        self.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn text() -> impl Strategy<Value = Arc<str>> {
+        // Plain names, and anything at all (quotes, backslashes, control characters, non-ASCII).
+        prop_oneof![3 => "[a-z0-9_-]{0,24}", 1 => any::<String>()].prop_map(|s| Arc::from(s.as_str()))
+    }
+
+    fn number() -> impl Strategy<Value = f64> {
+        prop_oneof![any::<f64>(), 0.0..1e6f64, Just(f64::NAN), Just(f64::INFINITY), Just(-0.0)]
+    }
+
+    prop_compose! {
+        fn strings()(
+            request_id in text(), key_id in text(), key_prefix in text(), tenant_id in text(),
+            model in text(), upstream_model in prop::option::of(text()), pool in prop::option::of(text()),
+            upstream in prop::option::of(text()), tags in prop::option::of(text()),
+            end_user in prop::option::of(text()),
+        ) -> [Option<Arc<str>>; 10] {
+            [Some(request_id), Some(key_id), Some(key_prefix), Some(tenant_id), Some(model), upstream_model,
+             pool, upstream, tags, end_user]
+        }
+    }
+
+    prop_compose! {
+        fn event()(
+            s in strings(),
+            seq in any::<u64>(), status in any::<u16>(), stream in any::<bool>(), fallback in any::<bool>(),
+            outcome in prop::sample::select(vec![Outcome::Complete, Outcome::ClientCancelled,
+                Outcome::UpstreamError, Outcome::Timeout, Outcome::Interrupted]),
+            usage_source in prop::sample::select(vec![UsageSource::Upstream, UsageSource::Estimated,
+                UsageSource::Progress]),
+            error_code in prop::option::of(prop::sample::select(vec!["upstream_timeout", "a \"quoted\" code"])),
+            tokens in any::<[u64; 6]>(), price_version in prop::option::of(any::<i64>()),
+            times in prop::array::uniform6(number()), optional in prop::array::uniform3(any::<bool>()),
+            attempts in any::<u32>(), client_retry_count in prop::option::of(any::<u32>()),
+        ) -> UsageEvent {
+            let [request_id, key_id, key_prefix, tenant_id, model, upstream_model, pool, upstream, tags, end_user] = s;
+            let some = |s: Option<Arc<str>>| s.unwrap_or_else(|| Arc::from(""));
+            UsageEvent {
+                seq, request_id: some(request_id), key_id: some(key_id), key_prefix: some(key_prefix),
+                tenant_id: some(tenant_id), endpoint: "chat_completions", model: some(model), upstream_model,
+                pool, upstream, priority: "interactive", stream, status, outcome, error_code,
+                prompt_tokens: tokens[0], completion_tokens: tokens[1], cached_tokens: tokens[2],
+                cache_write_tokens: tokens[3], reasoning_tokens: tokens[4], usage_source,
+                cost_micros: tokens[5], price_version, queue_wait_ms: times[0],
+                connect_ms: optional[0].then_some(times[1]), ttft_ms: optional[1].then_some(times[2]),
+                tpot_ms: optional[2].then_some(times[3]), duration_ms: times[4], started_at: times[5],
+                attempts, fallback, client_retry_count, tags, end_user,
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(crate::test_cases(512)))]
+
+        /// Byte for byte what serde_json makes of the derived `Serialize`, the event's contract
+        /// with the journal and the drainer.
+        #[test]
+        fn the_json_is_serde_jsons(event in event()) {
+            let expected = serde_json::to_vec(&event).expect("serializes");
+            let written = event.to_json();
+            prop_assert_eq!(String::from_utf8_lossy(&written), String::from_utf8_lossy(&expected));
+        }
+    }
+}

@@ -40,9 +40,8 @@ pub const CHARGE_LOG: usize = 1 << 16;
 
 type Entry = (u64, Bytes);
 
-/// Room reserved up front for a record's JSON, so that encoding it does not grow its buffer
-/// step by step (a usage event is about 700 bytes, a begin or progress record about 400).
-const EVENT_BYTES: usize = 1024;
+/// Room reserved up front for a begin or progress record's JSON (about 400 bytes), so that
+/// encoding it does not grow its buffer step by step (the usage event's: `UsageEvent::to_json`).
 const BEGIN_BYTES: usize = 512;
 
 fn encode(value: &impl serde::Serialize, capacity: usize) -> serde_json::Result<Vec<u8>> {
@@ -234,15 +233,7 @@ impl UsageSink {
             tokens: event.prompt_tokens + event.completion_tokens,
             cost_micros: event.cost_micros,
         })));
-        let bytes = match encode(&event, EVENT_BYTES) {
-            Ok(b) => Bytes::from(b),
-            Err(e) => {
-                // Cannot happen with these field types; kept (the drainer stores what it cannot
-                // read among the rejects) rather than leave a hole in the numbering.
-                tracing::error!(error = %e, request_id = %event.request_id, "usage event could not be encoded");
-                Bytes::from(format!(r#"{{"seq":{seq},"request_id":{:?}}}"#, event.request_id.as_ref()))
-            }
-        };
+        let bytes = Bytes::from(event.to_json());
         if let Some(journal) = &self.journal {
             if let Err(e) = journal.end(seq, &bytes, ticket) {
                 // Still hand it out from memory: losing it now would be worse.
