@@ -116,7 +116,7 @@ impl UsageEvent {
     /// string is copied whole unless it holds a byte JSON escapes. One of these a request.
     pub fn to_json(&self) -> Vec<u8> {
         let mut out = JsonObject::with_capacity(EVENT_BYTES);
-        out.u64("seq", self.seq);
+        out.number("seq", self.seq);
         out.str("request_id", &self.request_id);
         out.str("key_id", &self.key_id);
         out.str("key_prefix", &self.key_prefix);
@@ -128,16 +128,16 @@ impl UsageEvent {
         out.opt_str("upstream", self.upstream.as_deref());
         out.str("priority", self.priority);
         out.bool("stream", self.stream);
-        out.u64("status", u64::from(self.status));
+        out.number("status", self.status);
         out.str("outcome", self.outcome.as_str());
         out.opt_str("error_code", self.error_code);
-        out.u64("prompt_tokens", self.prompt_tokens);
-        out.u64("completion_tokens", self.completion_tokens);
-        out.u64("cached_tokens", self.cached_tokens);
-        out.u64("cache_write_tokens", self.cache_write_tokens);
-        out.u64("reasoning_tokens", self.reasoning_tokens);
+        out.number("prompt_tokens", self.prompt_tokens);
+        out.number("completion_tokens", self.completion_tokens);
+        out.number("cached_tokens", self.cached_tokens);
+        out.number("cache_write_tokens", self.cache_write_tokens);
+        out.number("reasoning_tokens", self.reasoning_tokens);
         out.str("usage_source", self.usage_source.as_str());
-        out.u64("cost_micros", self.cost_micros);
+        out.number("cost_micros", self.cost_micros);
         out.opt_number("price_version", self.price_version);
         out.number("queue_wait_ms", self.queue_wait_ms);
         out.opt_number("connect_ms", self.connect_ms);
@@ -145,7 +145,7 @@ impl UsageEvent {
         out.opt_number("tpot_ms", self.tpot_ms);
         out.number("duration_ms", self.duration_ms);
         out.number("started_at", self.started_at);
-        out.u64("attempts", u64::from(self.attempts));
+        out.number("attempts", self.attempts);
         out.bool("fallback", self.fallback);
         out.opt_number("client_retry_count", self.client_retry_count);
         out.opt_str("tags", self.tags.as_deref());
@@ -193,10 +193,6 @@ impl JsonObject {
             Some(value) => self.str(name, value),
             None => self.null(name),
         }
-    }
-
-    fn u64(&mut self, name: &'static str, value: u64) {
-        self.number(name, value);
     }
 
     fn bool(&mut self, name: &'static str, value: bool) {
