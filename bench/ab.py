@@ -9,7 +9,10 @@ wrk and an instant nginx upstream on the other. A round reports each side's CPU 
 (from /proc: its own CPU time over the requests wrk counted) and its requests per second; the
 report gives the medians and the ratio this/other.
 
-    python -m bench.ab OTHER_CHECKOUT [--rounds 5] [--seconds 10]
+    python -m bench.ab OTHER_CHECKOUT [--rounds 5] [--seconds 10] [--journal]
+
+With `--journal` each data plane journals its usage events (acknowledging what it drains, as
+`bench/bare_core.py` does): the comparison for a change to the journal.
 
 OTHER_CHECKOUT is a checkout (`git worktree add /tmp/base COMMIT`) whose data plane is built
 with `make build-release` there, as this one's must be.
@@ -64,7 +67,7 @@ def _commit(checkout: Path) -> str:
     return done.stdout.strip() or "unknown"
 
 
-def compare(other: Path, rounds: int, seconds: int) -> dict[str, Any]:
+def compare(other: Path, rounds: int, seconds: int, journal: bool = False) -> dict[str, Any]:
     proxy_cpu, client_cpu = cpus()
     sides = {"this": None, "other": other}
     rows: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
@@ -79,7 +82,7 @@ def compare(other: Path, rounds: int, seconds: int) -> dict[str, Any]:
             order = list(sides.items()) if number % 2 == 0 else list(reversed(sides.items()))
             for side, checkout in order:
                 gateway = start_bare_core(
-                    workdir, f"127.0.0.1:{port}", proxy_cpu, checkout=checkout
+                    workdir, f"127.0.0.1:{port}", proxy_cpu, journal=journal, checkout=checkout
                 )
                 try:
                     rows[side].append(
@@ -97,6 +100,7 @@ def compare(other: Path, rounds: int, seconds: int) -> dict[str, Any]:
     return {
         "this": f"{ROOT} at {_commit(ROOT)}",
         "other": f"{other.resolve()} at {_commit(other)}",
+        "journal": journal,
         "rounds": rows,
         "median": summary,
         "cpu_ratio": round(
@@ -112,7 +116,8 @@ def report(result: dict[str, Any]) -> str:
     lines = [
         f"# Data plane A/B: {result['this']} (this) against {result['other']} (other)",
         "",
-        f"wrk c={CONNECTIONS}, {len(result['rounds']['this'])} interleaved rounds; medians.",
+        f"wrk c={CONNECTIONS}, {len(result['rounds']['this'])} interleaved rounds; medians;"
+        f" usage {'journaled' if result.get('journal') else 'not journaled'}.",
         "",
         "| side | CPU us/request | req/s | rounds (us/request) |",
         "|---|---|---|---|",
@@ -136,11 +141,12 @@ def main() -> None:
     parser.add_argument("other", type=Path, help="a checkout built with make build-release")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--journal", action="store_true", help="both data planes journal usage")
     args = parser.parse_args()
     python = args.other / ".venv" / "bin" / "python"
     if not python.exists():
         parser.error(f"{args.other} has no .venv: run `make build-release` there first")
-    result = compare(args.other, args.rounds, args.seconds)
+    result = compare(args.other, args.rounds, args.seconds, args.journal)
     write_results("ab", result, report(result))
 
 

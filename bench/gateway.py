@@ -193,7 +193,8 @@ def start_bare_core(
     name = "bare-core-journal" if journal else "bare-core"
     if checkout:
         name += "-" + root.name
-    extra = [str(workdir / "bare-journal")] if journal else []
+    # Each data plane its own journal: one side's segments are no other's replay.
+    extra = [str(workdir / "journals" / name)] if journal else []
     proc = start(
         name,
         [python, "-m", "bench.bare_core", sim, *extra],

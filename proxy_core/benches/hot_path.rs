@@ -1,6 +1,7 @@
 //! Micro-benchmarks of the request path's pieces: key lookup, the request body's peek, the meter
-//! of a whole answer, the usage event's JSON, the SSE tap (plain and translating between APIs), a limiter check over 10k
-//! keys, and an admission lane push/pop. Run with
+//! of a whole answer, the usage event's JSON, a request's two journal records, the SSE tap (plain
+//! and translating between APIs), a limiter check over 10k keys, and an admission lane push/pop.
+//! Run with
 //! `cargo bench -p proxy_core`.
 
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use sluicegate_core::proxy::peek::peek;
 use sluicegate_core::sse::{SseTap, WholeBodyMeter};
 use sluicegate_core::translate::{StreamTranslator, Translation};
 use sluicegate_core::upstream::AddressGuard;
-use sluicegate_core::usage::{Outcome, UsageEvent, UsageSource};
+use sluicegate_core::usage::{BeginRecord, Outcome, UsageEvent, UsageSink, UsageSource};
 
 const PEPPER: &str = "bench-pepper-0123456789abcdef";
 
@@ -86,10 +87,13 @@ fn whole_meter(c: &mut Criterion) {
     }
 }
 
-/// A finished request's usage event as the sink writes it (JSON, for the journal and the ledger).
-fn usage_event(c: &mut Criterion) {
-    let text = |s: &str| -> Arc<str> { Arc::from(s) };
-    let event = UsageEvent {
+fn text(s: &str) -> Arc<str> {
+    Arc::from(s)
+}
+
+/// A finished stream's usage event.
+fn stream_event() -> UsageEvent {
+    UsageEvent {
         seq: 123_456,
         request_id: text("req_019adbc0ffee4b1d9c3a5e7f01234567"),
         key_id: text("key_01HZX3Q4RSTUVWXYZ0123456"),
@@ -124,8 +128,74 @@ fn usage_event(c: &mut Criterion) {
         client_retry_count: Some(0),
         tags: Some(text(r#"{"team":"search","env":"prod"}"#)),
         end_user: Some(text("user-8812")),
-    };
+    }
+}
+
+/// A finished request's usage event as the sink writes it (JSON, for the journal and the ledger).
+fn usage_event(c: &mut Criterion) {
+    let event = stream_event();
     c.bench_function("usage event to JSON (a stream's event)", |b| b.iter(|| black_box(black_box(&event).to_json())));
+}
+
+/// What a request costs the journal on its own thread: the begin record, then the usage event
+/// (each encoded and appended), as a journaled sink does with its syncer and a drainer running.
+fn journal_records(c: &mut Criterion) {
+    let dir = std::env::temp_dir().join(format!("sg-bench-journal-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let sink = Arc::new(UsageSink::with_journal(1 << 20, &dir, std::time::Duration::from_millis(10)).unwrap());
+    let syncer = std::thread::spawn({
+        let sink = sink.clone();
+        move || sink.run_syncer()
+    });
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let drainer = std::thread::spawn({
+        let (sink, stop) = (sink.clone(), stop.clone());
+        move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let batch = sink.drain(1024, std::time::Duration::from_millis(5));
+                if !batch.is_empty() {
+                    let _ = sink.ack(u64::MAX);
+                }
+            }
+        }
+    });
+    let event = stream_event();
+    let begin = |seq| BeginRecord {
+        seq,
+        request_id: event.request_id.clone(),
+        key_id: event.key_id.clone(),
+        key_prefix: event.key_prefix.clone(),
+        tenant_id: event.tenant_id.clone(),
+        endpoint: "chat_completions".into(),
+        model: event.model.clone(),
+        upstream_model: event.upstream_model.clone(),
+        pool: event.pool.clone(),
+        upstream: event.upstream.clone(),
+        priority: "interactive".into(),
+        stream: true,
+        prompt_estimate: 1234,
+        started_at: event.started_at,
+        price_version: Some(7),
+        prompt_cost_micros: 1234,
+        input_per_mtok: Some(150_000),
+        output_per_mtok: Some(600_000),
+        cached_input_per_mtok: Some(75_000),
+        cache_write_per_mtok: None,
+        reasoning_per_mtok: None,
+        client_retry_count: Some(0),
+        tags: event.tags.clone(),
+        end_user: event.end_user.clone(),
+    };
+    c.bench_function("journal a request (begin record + usage event)", |b| {
+        b.iter(|| {
+            let ticket = sink.begin(begin);
+            black_box(sink.record(event.clone(), ticket))
+        })
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    sink.stop_syncer();
+    let _ = (syncer.join(), drainer.join());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn sse_tap(c: &mut Criterion) {
@@ -196,6 +266,7 @@ criterion_group!(
     body_peek,
     whole_meter,
     usage_event,
+    journal_records,
     sse_tap,
     translated_tap,
     bucket_check,

@@ -2,8 +2,9 @@
 //! `server::serve` and `proxy::handle`.
 
 // `unsafe` is refused everywhere but in the usage hand-off's ring (`usage/ring.rs`), whose
-// cells are model-checked by loom (`make loom`), the two scheduler calls of `sched.rs`, and the
-// calls into the process's SQLite of `ledger/sqlite.rs`.
+// cells are model-checked by loom (`make loom`), the journal's memory-mapped segment file
+// (`usage/mapped.rs`), the two scheduler calls of `sched.rs`, and the calls into the process's
+// SQLite of `ledger/sqlite.rs`.
 #![deny(unsafe_code)]
 
 /// mimalloc for every allocation the core makes: the request path allocates a few dozen small

@@ -4,12 +4,13 @@
 //! upstream; *progress* records while a stream relays (what has gone to the client so far); and
 //! the *end* record (the usage event) when it ends. Request handlers append to the current
 //! segment themselves, in the page cache (a process killed with -9 loses nothing written), with
-//! no lock of ours: the file is opened for appending and each record is one `write`. The syncer
+//! no lock of ours and no system call: each record is copied into its own range of the segment's
+//! memory mapping (`mapped.rs`). The syncer
 //! makes them durable with one `fdatasync` per batch (group commit), rolls segments over and
 //! deletes those that hold nothing still needed: a segment goes when every end record in it is
 //! acknowledged and no begin or latest progress record in it belongs to a request still open.
 //!
-//! At start the journal is replayed (`replay.rs`): a torn tail is cut off, end records not yet
+//! At start the journal is replayed (`replay.rs`): torn records are skipped, end records not yet
 //! acknowledged are handed out again (the control plane inserts idempotently by request id), and
 //! a begin record without an end (the process died mid-request) becomes an `interrupted` event,
 //! billed from its latest progress record.
@@ -22,10 +23,11 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::segment::{encode, open_file, segment_name, Segment, KIND_BEGIN, KIND_END, KIND_PROGRESS};
+use super::segment::{segment_name, Segment, KIND_BEGIN, KIND_END, KIND_PROGRESS};
 use crate::private_fs;
 
-/// Segments roll over at about this size.
+/// Segments roll over at about this size; each is allocated (and mapped) at this size when it is
+/// created, and grows past it by ordinary writes only when the syncer rolls it over late.
 pub const SEGMENT_BYTES: u64 = 16 * 1024 * 1024;
 pub const ACK_FILE: &str = "acked";
 
@@ -61,7 +63,7 @@ impl Journal {
         next_seq: u64,
     ) -> io::Result<Self> {
         let id = segments.iter().map(|s| s.id + 1).max().unwrap_or(1).max(next_seq);
-        let current = Arc::new(Segment::new(id, open_file(dir, id)?, 0));
+        let current = Arc::new(Segment::create(dir, id, SEGMENT_BYTES as usize)?);
         let mut all = segments;
         all.push(current.clone());
         Ok(Self {
@@ -83,10 +85,9 @@ impl Journal {
     /// Append to the current segment (the next one if rotation sealed it meanwhile); `note`
     /// does the record's bookkeeping in the segment it lands in.
     fn append(&self, kind: u8, payload: &[u8], note: impl Fn(&Segment)) -> io::Result<Arc<Segment>> {
-        let record = encode(kind, payload);
         loop {
             let segment = self.current.load_full();
-            if segment.append(&record, &note)? {
+            if segment.append(kind, payload, &note)? {
                 return Ok(segment);
             }
         }
@@ -132,7 +133,7 @@ impl Journal {
             return Ok(());
         }
         let id = self.next_seq.load(Ordering::Acquire).max(old.id + 1);
-        let fresh = Arc::new(Segment::new(id, open_file(&self.dir, id)?, 0));
+        let fresh = Arc::new(Segment::create(&self.dir, id, SEGMENT_BYTES as usize)?);
         self.next_seq.fetch_max(id + 1, Ordering::AcqRel);
         self.segments.rcu(|all| {
             let mut all = Vec::clone(all);

@@ -1,15 +1,15 @@
-//! The journal: replay, torn tails, checksums, progress records, and appends from many threads
+//! The journal: replay, torn records, checksums, progress records, and appends from many threads
 //! across segment rotations.
 
 use std::collections::HashSet;
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
 
 use super::journal::{Journal, SEGMENT_BYTES};
-use super::segment::{decode, encode, segment_id, HEADER, KIND_END};
+use super::segment::{decode, encode, segment_id, HEADER, KIND_BEGIN, KIND_END};
 use crate::private_fs;
 
 fn payload(seq: u64, id: &str) -> Vec<u8> {
@@ -181,28 +181,56 @@ fn appends_from_many_threads_across_rotations_replay_whole() {
     let _ = fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn a_torn_tail_is_cut_and_the_rest_survives() {
-    let dir = tmp("torn");
-    {
-        let (j, replay) = Journal::open(&dir, interrupted).unwrap();
-        let mut seq = replay.next_seq;
-        for id in ["a", "b"] {
-            let t = j.begin(&payload(seq, id)).unwrap();
-            j.end(seq + 1, &payload(seq + 1, id), Some(t)).unwrap();
-            seq += 2;
-        }
-        j.sync().unwrap();
+/// Two finished requests, synced; returns the newest segment and where its records end.
+fn two_finished_requests(dir: &Path) -> (PathBuf, usize) {
+    let (j, replay) = Journal::open(dir, interrupted).unwrap();
+    let mut seq = replay.next_seq;
+    for id in ["a", "b"] {
+        let t = j.begin(&payload(seq, id)).unwrap();
+        j.end(seq + 1, &payload(seq + 1, id), Some(t)).unwrap();
+        seq += 2;
     }
-    let newest = newest_segment(&dir);
-    let len = fs::metadata(&newest).unwrap().len();
-    // Tear the last record in half, as a crash in the middle of a write would.
-    OpenOptions::new().write(true).open(&newest).unwrap().set_len(len - 5).unwrap();
+    j.sync().unwrap();
+    drop(j);
+    let newest = newest_segment(dir);
+    let data = fs::read(&newest).unwrap();
+    assert_eq!(data.len() as u64, SEGMENT_BYTES, "a segment is allocated whole");
+    let end = data.iter().rposition(|b| *b != 0).unwrap() + 1;
+    (newest, end)
+}
+
+#[test]
+fn a_torn_last_record_bills_its_request_from_the_begin() {
+    let dir = tmp("torn");
+    let (newest, end) = two_finished_requests(&dir);
+    // The last record's copy cut short, as a kill in the middle of it leaves it.
+    let mut data = fs::read(&newest).unwrap();
+    data[end - 5..end].fill(0);
+    fs::write(&newest, &data).unwrap();
     let (_, replay) = Journal::open(&dir, interrupted).unwrap();
     let texts = texts(&replay.events);
     assert_eq!(texts.len(), 2);
     assert!(texts[0].contains(r#""request_id":"a""#) && !texts[0].contains("interrupted"));
     assert!(texts[1].contains(r#""request_id":"b""#) && texts[1].contains("interrupted"));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A writer killed mid-copy leaves its range torn while records reserved after it are whole:
+/// the replay skips the torn range and keeps them.
+#[test]
+fn records_after_a_torn_one_survive() {
+    let dir = tmp("hole");
+    let (newest, _) = two_finished_requests(&dir);
+    let mut data = fs::read(&newest).unwrap();
+    let first = decode(&data).records[0].1.len();
+    // Request a's begin record: its header written, its payload not yet.
+    data[HEADER..HEADER + first].fill(0);
+    fs::write(&newest, &data).unwrap();
+    let (_, replay) = Journal::open(&dir, interrupted).unwrap();
+    let texts = texts(&replay.events);
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(texts.iter().all(|t| !t.contains("interrupted")), "{texts:?}");
+    assert!(texts[0].contains(r#""request_id":"a""#) && texts[1].contains(r#""request_id":"b""#));
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -219,28 +247,48 @@ fn newest_segment(dir: &Path) -> PathBuf {
 #[test]
 fn records_are_checksummed() {
     let record = encode(KIND_END, b"{}");
-    assert_eq!(decode(&record).0.len(), 1);
+    let decoded = decode(&record);
+    assert_eq!((decoded.records.len(), decoded.damaged.len()), (1, 0));
     let mut bad = record.clone();
     bad[HEADER] = b'[';
-    assert_eq!(decode(&bad).0.len(), 0);
+    let decoded = decode(&bad);
+    assert_eq!(decoded.records.len(), 0);
+    assert_eq!(decoded.damaged, vec![0..record.len()]);
+}
+
+#[test]
+fn zeros_after_the_records_are_no_damage_and_runs_of_them_are_skipped() {
+    let record = encode(KIND_END, b"{}");
+    // A record whose length's low byte is zero, right after a zero run.
+    let long = encode(KIND_BEGIN, &[b' '; 256]);
+    assert_eq!(long[0], 0);
+    let data = [&record[..], &[0; 1000], &long, &record, &[0; 5000]].concat();
+    let decoded = decode(&data);
+    assert_eq!(decoded.records.len(), 3);
+    assert_eq!(decoded.damaged, vec![record.len()..record.len() + 1000]);
+    assert!(decode(&[0; 4096]).records.is_empty() && decode(&[0; 4096]).damaged.is_empty());
 }
 
 mod properties {
     use std::collections::HashSet;
+    use std::ops::Range;
+    use std::os::unix::fs::FileExt;
 
     use proptest::prelude::*;
 
     use super::*;
 
-    /// What one request left in the journal: its begin record's end offset, and its end
-    /// record's (offset, seq) if it finished.
+    /// What one request left in the journal: where its begin record lies, and where its end
+    /// record lies and its seq if it finished.
     struct Written {
         id: String,
-        begin_end: usize,
-        end: Option<(usize, u64)>,
+        begin: Range<usize>,
+        end: Option<(Range<usize>, u64)>,
     }
 
-    fn write(dir: &Path, plan: &[bool], acks: usize) -> (Vec<Written>, PathBuf, u64) {
+    /// Returns the requests, the segment they are in, where its records end, and the last
+    /// sequence number acknowledged.
+    fn write(dir: &Path, plan: &[bool], acks: usize) -> (Vec<Written>, PathBuf, usize, u64) {
         let (j, replay) = Journal::open(dir, interrupted).unwrap();
         let mut seq = replay.next_seq;
         let mut offset = 0usize;
@@ -249,34 +297,36 @@ mod properties {
             let id = format!("r{i}");
             let begin = payload(seq, &id);
             let ticket = j.begin(&begin).unwrap();
-            offset += HEADER + begin.len();
-            let begin_end = offset;
+            let begin = offset..offset + HEADER + begin.len();
+            offset = begin.end;
             let end = if *finished {
                 let event = payload(seq, &id);
                 j.end(seq, &event, Some(ticket)).unwrap();
-                offset += HEADER + event.len();
+                let end = offset..offset + HEADER + event.len();
+                offset = end.end;
                 seq += 1;
-                Some((offset, seq - 1))
+                Some((end, seq - 1))
             } else {
                 None
             };
-            written.push(Written { id, begin_end, end });
+            written.push(Written { id, begin, end });
         }
         j.sync().unwrap();
-        let acked = written.iter().filter_map(|w| w.end).take(acks).map(|(_, s)| s).max().unwrap_or(0);
+        let acked = written.iter().filter_map(|w| w.end.as_ref()).take(acks).map(|(_, s)| *s).max().unwrap_or(0);
         if acked > 0 {
             j.ack(acked).unwrap();
         }
-        (written, newest_segment(dir), acked)
+        (written, newest_segment(dir), offset, acked)
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(crate::test_cases(64)))]
 
         /// A journal torn or corrupted after what was acknowledged replays without panicking,
-        /// bills no request twice, and loses only what lay at or after the damage.
+        /// bills no request twice, and loses only the records the damage reached: a request
+        /// whose end record was lost is billed from its begin record.
         #[test]
-        fn damage_loses_at_most_the_torn_tail(
+        fn damage_loses_only_the_records_it_reaches(
             plan in prop::collection::vec(any::<bool>(), 1..30),
             acks in 0usize..10,
             at in any::<prop::sample::Index>(),
@@ -284,36 +334,39 @@ mod properties {
             truncate in any::<bool>(),
         ) {
             let dir = std::env::temp_dir().join(format!("sg-journal-prop-{}", fastrand::u64(..)));
-            let (written, segment, acked) = write(&dir, &plan, acks);
-            let mut data = fs::read(&segment).unwrap();
+            let (written, segment, records_end, acked) = write(&dir, &plan, acks);
             // Damage lands after the acknowledged records: those were synced before their
             // acknowledgement, so no torn write reaches them.
             let safe_from = written
                 .iter()
-                .filter_map(|w| w.end)
+                .filter_map(|w| w.end.as_ref())
                 .filter(|(_, s)| *s <= acked)
-                .map(|(o, _)| o)
+                .map(|(r, _)| r.end)
                 .max()
                 .unwrap_or(0);
-            prop_assume!(data.len() > safe_from);
-            let position = safe_from + at.index(data.len() - safe_from);
+            prop_assume!(records_end > safe_from);
+            let position = safe_from + at.index(records_end - safe_from);
+            let file = fs::OpenOptions::new().read(true).write(true).open(&segment).unwrap();
             if truncate {
-                data.truncate(position);
+                file.set_len(position as u64).unwrap();
             } else {
-                data[position] ^= flip;
+                let mut byte = [0u8];
+                file.read_exact_at(&mut byte, position as u64).unwrap();
+                file.write_all_at(&[byte[0] ^ flip], position as u64).unwrap();
             }
-            fs::write(&segment, &data).unwrap();
+            drop(file);
+            let intact = |r: &Range<usize>| if truncate { r.end <= position } else { !r.contains(&position) };
 
             let (_, replay) = Journal::open(&dir, interrupted).unwrap();
             let mut seen = HashSet::new();
             let mut expected = HashSet::new();
             for w in &written {
-                match w.end {
-                    Some((end_at, seq)) if end_at <= position && seq > acked => {
+                match &w.end {
+                    Some((end, seq)) if intact(end) && *seq > acked => {
                         expected.insert(format!("{}:end", w.id));
                     }
-                    Some((end_at, _)) if end_at <= position => {}
-                    _ if w.begin_end <= position => {
+                    Some((end, _)) if intact(end) => {}
+                    _ if intact(&w.begin) => {
                         expected.insert(format!("{}:interrupted", w.id));
                     }
                     _ => {}
@@ -326,7 +379,7 @@ mod properties {
                 let kind = if text.contains("interrupted") { "interrupted" } else { "end" };
                 prop_assert!(expected.remove(&format!("{}:{kind}", id.request_id)), "unexpected {text}");
             }
-            prop_assert!(expected.is_empty(), "lost before the damage: {expected:?}");
+            prop_assert!(expected.is_empty(), "lost: {expected:?}");
             let _ = fs::remove_dir_all(&dir);
         }
 

@@ -1,4 +1,4 @@
-//! Opening the usage journal: every segment read back, a torn tail cut off, unacknowledged end
+//! Opening the usage journal: every segment read back, torn records skipped, unacknowledged end
 //! records handed out again, and each request left open (a begin record without its end) billed
 //! as `interrupted` from its latest progress record.
 //!
@@ -7,7 +7,7 @@
 //! them, whichever segment each landed in (segments are read oldest first).
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
@@ -62,21 +62,18 @@ impl Journal {
         let mut open: HashMap<String, Unfinished> = HashMap::new();
         let mut ends: Vec<(u64, Bytes)> = Vec::new();
         let mut max_seq = acked;
-        for (i, id) in ids.iter().enumerate() {
+        for id in &ids {
             let path = dir.join(segment_name(*id));
             private_fs::narrow(&path)?;
             let data = fs::read(&path)?;
-            let (records, good) = decode(&data);
-            if good < data.len() {
-                if i + 1 == ids.len() {
-                    tracing::warn!(segment = %path.display(), kept = good, lost = data.len() - good, "usage journal: cut a torn tail");
-                    OpenOptions::new().write(true).open(&path)?.set_len(good as u64)?;
-                } else {
-                    tracing::error!(segment = %path.display(), offset = good, "usage journal: damaged record; the rest of this segment is skipped");
-                }
+            let decoded = decode(&data);
+            for torn in &decoded.damaged {
+                // A crash mid-copy tears one record a writer had under way; the records after
+                // it are whole.
+                tracing::warn!(segment = %path.display(), offset = torn.start, bytes = torn.len(), "usage journal: skipped a torn or damaged record");
             }
             let mut last_end_seq = 0;
-            for (kind, payload) in records {
+            for (kind, payload) in decoded.records {
                 let Ok(request) = serde_json::from_slice::<RequestIdOnly>(payload).map(|r| r.request_id) else {
                     continue;
                 };
@@ -101,7 +98,7 @@ impl Journal {
                     _ => {}
                 }
             }
-            segments.push(Arc::new(Segment::replayed(*id, File::open(&path)?, last_end_seq)));
+            segments.push(Arc::new(Segment::replayed(*id, last_end_seq)));
         }
         let journal = Journal::new(dir, lock, segments, acked, max_seq + 1)?;
         ends.sort_by_key(|(seq, _)| *seq);
