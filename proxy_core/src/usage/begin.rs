@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::event::{Outcome, UsageEvent, UsageSource};
+use super::json_object::JsonObject;
 use crate::config::Price;
 use crate::sse::TokenUsage;
 
@@ -57,7 +58,42 @@ pub struct BeginRecord {
     pub end_user: Option<Arc<str>>,
 }
 
+/// Room reserved up front for a begin record's JSON (about 400 bytes), so that writing it does
+/// not grow its buffer step by step.
+const BEGIN_BYTES: usize = 512;
+
 impl BeginRecord {
+    /// The record as JSON, the bytes `serde_json::to_vec` makes of it (a test holds them to it),
+    /// written field by field as the usage event is (`json_object.rs`). One of these a request.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = JsonObject::with_capacity(BEGIN_BYTES);
+        out.number("seq", self.seq);
+        out.str("request_id", &self.request_id);
+        out.str("key_id", &self.key_id);
+        out.str("key_prefix", &self.key_prefix);
+        out.str("tenant_id", &self.tenant_id);
+        out.str("endpoint", &self.endpoint);
+        out.str("model", &self.model);
+        out.opt_str("upstream_model", self.upstream_model.as_deref());
+        out.opt_str("pool", self.pool.as_deref());
+        out.opt_str("upstream", self.upstream.as_deref());
+        out.str("priority", &self.priority);
+        out.bool("stream", self.stream);
+        out.number("prompt_estimate", self.prompt_estimate);
+        out.number("started_at", self.started_at);
+        out.opt_number("price_version", self.price_version);
+        out.number("prompt_cost_micros", self.prompt_cost_micros);
+        out.opt_number("input_per_mtok", self.input_per_mtok);
+        out.opt_number("output_per_mtok", self.output_per_mtok);
+        out.opt_number("cached_input_per_mtok", self.cached_input_per_mtok);
+        out.opt_number("cache_write_per_mtok", self.cache_write_per_mtok);
+        out.opt_number("reasoning_per_mtok", self.reasoning_per_mtok);
+        out.opt_number("client_retry_count", self.client_retry_count);
+        out.opt_str("tags", self.tags.as_deref());
+        out.opt_str("end_user", self.end_user.as_deref());
+        out.finish()
+    }
+
     /// The rates of the price in force when the request began; `None` when it had no price
     /// or the record is of a release that did not write them.
     fn price(&self) -> Option<Price> {
@@ -208,7 +244,7 @@ pub fn interrupted_event(begin: &[u8], progress: Option<&[u8]>, seq: u64) -> Opt
         tags: b.tags,
         end_user: b.end_user,
     };
-    serde_json::to_vec(&event).ok()
+    Some(event.to_json())
 }
 
 #[cfg(test)]
@@ -316,5 +352,48 @@ mod tests {
             br#"{"request_id":"r","relayed":3,"reported_prompt":null,"usage":{"prompt":5,"completion":3,"cached":1}}"#;
         let e = billed(interrupted_event(&begin(true), Some(old), 9).unwrap());
         assert_eq!(e["cost_micros"].as_u64(), Some(4 * 2 + 1 + 3 * 3));
+    }
+
+    mod json {
+        use proptest::prelude::*;
+
+        use super::super::super::json_object::strategies::{number, text};
+        use super::*;
+
+        prop_compose! {
+            fn record()(
+                ids in prop::array::uniform5(text()), names in prop::array::uniform3(prop::option::of(text())),
+                endpoint in "[a-z_]{0,16}|.*", priority in "[a-z]{0,12}|.*", stream in any::<bool>(),
+                seq in any::<u64>(), counts in any::<[u64; 2]>(), started_at in number(),
+                price_version in prop::option::of(any::<i64>()),
+                rates in prop::array::uniform5(prop::option::of(any::<u64>())),
+                client_retry_count in prop::option::of(any::<u32>()),
+                tags in prop::option::of(text()), end_user in prop::option::of(text()),
+            ) -> BeginRecord {
+                let [request_id, key_id, key_prefix, tenant_id, model] = ids;
+                let [upstream_model, pool, upstream] = names;
+                let [input, output, cached_input, cache_write, reasoning] = rates;
+                BeginRecord {
+                    seq, request_id, key_id, key_prefix, tenant_id, endpoint, model, upstream_model, pool,
+                    upstream, priority, stream, prompt_estimate: counts[0], started_at, price_version,
+                    prompt_cost_micros: counts[1], input_per_mtok: input, output_per_mtok: output,
+                    cached_input_per_mtok: cached_input, cache_write_per_mtok: cache_write,
+                    reasoning_per_mtok: reasoning, client_retry_count, tags, end_user,
+                }
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(crate::test_cases(512)))]
+
+            /// Byte for byte what serde_json makes of the derived `Serialize`, which the replay
+            /// reads back (`Deserialize`).
+            #[test]
+            fn the_json_is_serde_jsons(record in record()) {
+                let expected = serde_json::to_vec(&record).expect("serializes");
+                let written = record.to_json();
+                prop_assert_eq!(String::from_utf8_lossy(&written), String::from_utf8_lossy(&expected));
+            }
+        }
     }
 }

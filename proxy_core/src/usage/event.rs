@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::json_object::JsonObject;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
@@ -154,95 +156,12 @@ impl UsageEvent {
     }
 }
 
-/// A JSON object written field by field. Keys are the caller's literals (plain names, nothing to
-/// escape); numbers and strings that need escaping go through serde_json, so the bytes are its.
-struct JsonObject {
-    out: Vec<u8>,
-}
-
-impl JsonObject {
-    fn with_capacity(capacity: usize) -> Self {
-        let mut out = Vec::with_capacity(capacity);
-        out.push(b'{');
-        Self { out }
-    }
-
-    fn key(&mut self, name: &'static str) {
-        if self.out.len() > 1 {
-            self.out.push(b',');
-        }
-        self.out.push(b'"');
-        self.out.extend_from_slice(name.as_bytes());
-        self.out.extend_from_slice(b"\":");
-    }
-
-    fn str(&mut self, name: &'static str, value: &str) {
-        self.key(name);
-        let plain = !value.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\');
-        if plain {
-            self.out.push(b'"');
-            self.out.extend_from_slice(value.as_bytes());
-            self.out.push(b'"');
-        } else {
-            self.serde(&value);
-        }
-    }
-
-    fn opt_str(&mut self, name: &'static str, value: Option<&str>) {
-        match value {
-            Some(value) => self.str(name, value),
-            None => self.null(name),
-        }
-    }
-
-    fn bool(&mut self, name: &'static str, value: bool) {
-        self.key(name);
-        self.out.extend_from_slice(if value { b"true" } else { b"false" });
-    }
-
-    fn null(&mut self, name: &'static str) {
-        self.key(name);
-        self.out.extend_from_slice(b"null");
-    }
-
-    /// An integer or a float, as serde_json writes it (a float that is not finite is `null`).
-    fn number(&mut self, name: &'static str, value: impl Serialize) {
-        self.key(name);
-        self.serde(&value);
-    }
-
-    fn opt_number<T: Serialize>(&mut self, name: &'static str, value: Option<T>) {
-        match value {
-            Some(value) => self.number(name, value),
-            None => self.null(name),
-        }
-    }
-
-    fn serde(&mut self, value: &impl Serialize) {
-        // Writing to a Vec cannot fail, and these types always serialize.
-        let _ = serde_json::to_writer(&mut self.out, value);
-    }
-
-    fn finish(mut self) -> Vec<u8> {
-        self.out.push(b'}');
-        self.out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
+    use super::super::json_object::strategies::{number, text};
     use super::*;
-
-    fn text() -> impl Strategy<Value = Arc<str>> {
-        // Plain names, and anything at all (quotes, backslashes, control characters, non-ASCII).
-        prop_oneof![3 => "[a-z0-9_-]{0,24}", 1 => any::<String>()].prop_map(|s| Arc::from(s.as_str()))
-    }
-
-    fn number() -> impl Strategy<Value = f64> {
-        prop_oneof![any::<f64>(), 0.0..1e6f64, Just(f64::NAN), Just(f64::INFINITY), Just(-0.0)]
-    }
 
     prop_compose! {
         fn strings()(

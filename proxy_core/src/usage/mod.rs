@@ -5,6 +5,7 @@ mod batch;
 mod begin;
 mod event;
 mod journal;
+mod json_object;
 mod mapped;
 mod replay;
 mod ring;

@@ -40,15 +40,9 @@ pub const CHARGE_LOG: usize = 1 << 16;
 
 type Entry = (u64, Bytes);
 
-/// Room reserved up front for a begin or progress record's JSON (about 400 bytes), so that
-/// encoding it does not grow its buffer step by step (the usage event's: `UsageEvent::to_json`).
-const BEGIN_BYTES: usize = 512;
-
-fn encode(value: &impl serde::Serialize, capacity: usize) -> serde_json::Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(capacity);
-    serde_json::to_writer(&mut out, value)?;
-    Ok(out)
-}
+/// Room reserved up front for a progress record's JSON (about 150 bytes), so that encoding it
+/// does not grow its buffer step by step.
+const PROGRESS_BYTES: usize = 256;
 
 /// What one recorded event charged, for the quotas of its key and tenant: the spend the core
 /// knows of before the control plane's ledger has it.
@@ -190,7 +184,7 @@ impl UsageSink {
     /// Journal a request's begin record (the journal-less sink keeps nothing).
     pub fn begin(&self, record: impl FnOnce(u64) -> BeginRecord) -> Option<Ticket> {
         let journal = self.journal.as_ref()?;
-        let bytes = encode(&record(self.next_seq.load(Ordering::Relaxed)), BEGIN_BYTES).ok()?;
+        let bytes = record(self.next_seq.load(Ordering::Relaxed)).to_json();
         match journal.begin(&bytes) {
             Ok(ticket) => Some(ticket),
             Err(e) => {
@@ -206,9 +200,10 @@ impl UsageSink {
         let Some(journal) = &self.journal else {
             return;
         };
-        let Ok(bytes) = encode(record, BEGIN_BYTES) else {
+        let mut bytes = Vec::with_capacity(PROGRESS_BYTES);
+        if serde_json::to_writer(&mut bytes, record).is_err() {
             return;
-        };
+        }
         if let Err(e) = journal.progress(ticket, &bytes) {
             self.journal_error(&e);
         }
