@@ -28,7 +28,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from bench import wrk
+from bench import threads, wrk
 from bench.gateway import Gateway, start_bare_core
 from bench.nginx import start_instant_upstream
 from bench.procs import ROOT, cpus, write_results
@@ -45,14 +45,20 @@ def _round(
     request = wrk.Request("/v1/chat/completions", BODY, gateway.key)
     wrk.run(workdir, f"{name}-warm", gateway.url, request, CONNECTIONS, WARM_SECONDS, cpu)
     before = gateway.proc.cpu_seconds()
+    before_threads = threads.sample(gateway.proc.pid)
     report = wrk.run(workdir, name, gateway.url, request, CONNECTIONS, seconds, cpu)
     used = gateway.proc.cpu_seconds() - before
+    by_thread = threads.per_request(
+        before_threads, threads.sample(gateway.proc.pid), report["requests"]
+    )
+    request_path = by_thread["groups"].get("request_path", {}).get("cpu_us_per_request", 0.0)
     if report["errors"]:
         raise RuntimeError(
             f"{name}: {report['errors']} requests failed; the comparison would mislead"
         )
     return {
         "cpu_us_per_request": round(used * 1e6 / max(report["requests"], 1), 2),
+        "request_path_us_per_request": request_path,
         "requests_per_s": round(report["requests_per_s"], 1),
     }
 
@@ -93,7 +99,7 @@ def compare(other: Path, rounds: int, seconds: int, journal: bool = False) -> di
     summary = {
         side: {
             field: median(r[field] for r in rows[side])
-            for field in ("cpu_us_per_request", "requests_per_s")
+            for field in ("cpu_us_per_request", "request_path_us_per_request", "requests_per_s")
         }
         for side in sides
     }
@@ -119,14 +125,15 @@ def report(result: dict[str, Any]) -> str:
         f"wrk c={CONNECTIONS}, {len(result['rounds']['this'])} interleaved rounds; medians;"
         f" usage {'journaled' if result.get('journal') else 'not journaled'}.",
         "",
-        "| side | CPU us/request | req/s | rounds (us/request) |",
-        "|---|---|---|---|",
+        "| side | CPU us/request | request path's threads | req/s | rounds (us/request) |",
+        "|---|---|---|---|---|",
     ]
     for side in ("this", "other"):
         m = result["median"][side]
         each = ", ".join(f"{r['cpu_us_per_request']:.1f}" for r in result["rounds"][side])
         lines.append(
-            f"| {side} | {m['cpu_us_per_request']:.1f} | {m['requests_per_s']:.0f} | {each} |"
+            f"| {side} | {m['cpu_us_per_request']:.1f} | {m['request_path_us_per_request']:.1f}"
+            f" | {m['requests_per_s']:.0f} | {each} |"
         )
     lines += [
         "",
