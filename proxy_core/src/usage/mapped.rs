@@ -54,6 +54,11 @@ impl MappedFile {
     /// Create `path` (it must not exist) with `mapped` bytes allocated on disk, and map them.
     pub fn create(path: &Path, mapped: usize) -> io::Result<Self> {
         let file = private_fs::options().read(true).write(true).create_new(true).open(path)?;
+        Self::map(file, path, mapped)
+    }
+
+    #[cfg(target_os = "linux")]
+    fn map(file: File, path: &Path, mapped: usize) -> io::Result<Self> {
         let size = libc::off_t::try_from(mapped).map_err(|_| io::Error::other("segment size out of range"))?;
         // SAFETY: a plain call on a descriptor this function owns.
         let failed = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size) };
@@ -79,6 +84,13 @@ impl MappedFile {
             return Ok(Self::unmapped(file));
         };
         Ok(Self { file, base, mapped, end: AtomicUsize::new(0), unmapped: AtomicUsize::new(0) })
+    }
+
+    /// Elsewhere no block is allocated ahead (no `posix_fallocate`), so nothing is mapped: a
+    /// store into a mapping could meet a full disk as a signal.
+    #[cfg(not(target_os = "linux"))]
+    fn map(file: File, _path: &Path, _mapped: usize) -> io::Result<Self> {
+        Ok(Self::unmapped(file))
     }
 
     fn unmapped(file: File) -> Self {
