@@ -6,7 +6,6 @@ from the simulator's record and the gateway's usage events, not from the client'
 from __future__ import annotations
 
 import itertools
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ import pytest
 from sluicegate.client import Governor, Policy
 
 from tests.support.gateway import ConfigBuilder, Gateway, Key, member
+from tests.support.jsonl import whole_lines
 from tests.support.procs import Proc
 
 # Retries and ejection off at the gateway: the upstream sees exactly what the clients send.
@@ -49,8 +49,7 @@ class Stack:
         """The simulator's record (one line per request, written when it ends)."""
         deadline = time.monotonic() + timeout
         while True:
-            lines = self.record.read_text().splitlines() if self.record.exists() else []
-            rows = [json.loads(line) for line in lines if line.strip()]
+            rows = whole_lines(self.record)
             if len(rows) >= expect or time.monotonic() > deadline:
                 return rows
             time.sleep(0.02)

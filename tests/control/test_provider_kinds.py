@@ -5,7 +5,6 @@ simulator (which answers Azure's paths and checks the version and the credential
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from tests.control.helpers import UPSTREAM_CREDENTIAL, Harness, error_fields
+from tests.support.jsonl import whole_lines
 from tests.support.procs import Proc
 
 HELLO = [{"role": "user", "content": "hi"}]
@@ -27,9 +27,9 @@ def _key(harness: Harness) -> dict[str, str]:
 def _record(path: Path, expect: int) -> list[dict[str, object]]:
     deadline = time.monotonic() + 10
     while True:
-        lines = path.read_text().splitlines() if path.exists() else []
-        if len(lines) >= expect or time.monotonic() > deadline:
-            return [json.loads(line) for line in lines]
+        rows = whole_lines(path)
+        if len(rows) >= expect or time.monotonic() > deadline:
+            return rows
         time.sleep(0.05)
 
 

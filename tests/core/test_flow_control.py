@@ -4,15 +4,16 @@ billed (no usage event)."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.support.gateway import ConfigBuilder, Gateway, Key, member
+from tests.support.jsonl import whole_lines
 from tests.support.procs import Proc
 from tests.support.sse import events
 
@@ -34,8 +35,8 @@ def build(
     return cfg, key
 
 
-def record_ids(sim_record: str) -> set[str]:
-    return {json.loads(line)["request_id"] for line in sim_record.splitlines()}
+def record_ids(sim_record: Path) -> set[str]:
+    return {row["request_id"] for row in whole_lines(sim_record)}
 
 
 def test_rpm_limit_answers_429_with_retry_and_rate_limit_headers(
@@ -58,7 +59,7 @@ def test_rpm_limit_answers_429_with_retry_and_rate_limit_headers(
     events_ = gw.drain(expect=3)
     assert len(events_) == 3, "a refused request is never billed"
     time.sleep(0.2)
-    assert refused.headers["x-request-id"] not in record_ids(record.read_text())
+    assert refused.headers["x-request-id"] not in record_ids(record)
     rejections = gw.metrics()["sluicegate_rejections_total"]["samples"]
     assert {"labels": ["rpm"], "value": 1.0} in rejections
 

@@ -4,13 +4,13 @@ sent, through normal ends, cut streams, missing usage, upstream errors and clien
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from typing import Any
 
 import httpx
 
 from tests.core.conftest import Relay
+from tests.support.jsonl import whole_lines
 
 CHAT = "/v1/chat/completions"
 
@@ -19,10 +19,7 @@ def read_record(relay: Relay, expect: int, timeout: float = 5.0) -> dict[str, di
     deadline = time.monotonic() + timeout
     rows: dict[str, dict[str, Any]] = {}
     while time.monotonic() < deadline:
-        if relay.record.exists():
-            rows = {
-                r["request_id"]: r for r in map(json.loads, relay.record.read_text().splitlines())
-            }
+        rows = {r["request_id"]: r for r in whole_lines(relay.record)}
         if len(rows) >= expect:
             break
         time.sleep(0.05)

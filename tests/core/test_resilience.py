@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 
 from tests.support.faultproxy import FaultProxy
 from tests.support.gateway import ConfigBuilder, Gateway, Key, member
+from tests.support.jsonl import whole_lines
 
 CHAT = "/v1/chat/completions"
 BODY = {"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
@@ -39,10 +39,6 @@ def gauge(gw: Gateway, name: str, labels: list[str]) -> float:
         if sample["labels"] == labels:
             return float(sample["value"])
     raise AssertionError(f"{name}{labels} not exported")
-
-
-def records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def one_pool(sims: list[str], **pool: Any) -> tuple[ConfigBuilder, Key]:
@@ -127,7 +123,7 @@ def test_an_upstream_429_retry_after_is_honoured(
     assert r.headers["retry-after"] == "1"
     assert time.monotonic() - start >= 1.9  # three attempts, a second apart
     time.sleep(0.2)
-    starts = sorted(row["started_at"] for row in records(record))
+    starts = sorted(row["started_at"] for row in whole_lines(record))
     assert len(starts) == 3
     assert all(b - a >= 0.95 for a, b in itertools.pairwise(starts))
 
@@ -149,7 +145,7 @@ def test_a_429_member_cools_down_while_others_serve(
     assert max(r.elapsed.total_seconds() for r in responses) < 1.5
     time.sleep(0.2)
     # After its first 429 nothing is sent to it while its retry-after lasts.
-    assert len(records(record)) <= 1
+    assert len(whole_lines(record)) <= 1
 
 
 def test_tenant_errors_eject_nothing(sim_factory, gateway_factory) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import statistics
 import time
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.jsonl import whole_lines
 from tests.support.sse import events
 
 CHAT = "/v1/chat/completions"
@@ -269,7 +269,7 @@ def test_record_file_is_the_ground_truth(sim_factory, tmp_path: Path) -> None:
     deadline = time.monotonic() + 5
     lines: dict[str, dict[str, object]] = {}
     while time.monotonic() < deadline and len(lines) < 5:
-        lines = {row["request_id"]: row for row in map(json.loads, record.read_text().splitlines())}
+        lines = {row["request_id"]: row for row in whole_lines(record)}
         time.sleep(0.05)
     assert lines["r-whole"]["outcome"] == "complete" and lines["r-whole"]["completion_tokens"] == 5
     assert lines["r-whole"]["prompt_tokens"] == 2

@@ -252,10 +252,6 @@ class Load:
         return last
 
 
-def sim_record(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def ledger(database_url: str) -> list[dict[str, Any]]:
     engine = sa.create_engine(database_url)
     with engine.connect() as conn:

@@ -25,8 +25,9 @@ import pytest
 import sqlalchemy as sa
 
 from tests.e2e.helpers import UPSTREAM_SECRET
-from tests.e2e.ledger import BODY, Load, Serve, compare, ledger, set_up, sim_record, write_config
+from tests.e2e.ledger import BODY, Load, Serve, compare, ledger, set_up, write_config
 from tests.support.faultproxy import FaultProxy
+from tests.support.jsonl import whole_lines
 from tests.support.pg import PG_URL, create_schema, drop_schema, pg_problem, with_search_path
 from tests.support.procs import Proc
 
@@ -94,7 +95,7 @@ def test_kill_9_ten_times_under_streaming_load(
     sim.stop()
 
     rows = ledger(database_url)
-    counts = compare(rows, sim_record(record))
+    counts = compare(rows, whole_lines(record))
     print(f"kill -9 x{KILLS}: {counts}, client side {dict(load.outcomes)}")
     assert counts["complete"] > 50 and counts["interrupted"] > 0
     assert load.outcomes["complete"] > 50 and load.outcomes["cut"] > 0
@@ -139,7 +140,7 @@ def test_postgresql_unreachable_under_load(
         proxy.close()
     sim.stop()
     rows = ledger(direct_url)
-    counts = compare(rows, sim_record(record))
+    counts = compare(rows, whole_lines(record))
     print(f"outage {outage_s:.0f}s: {served_during} served meanwhile, backlog peak {backlog:.0f}")
     assert counts == {"complete": load.outcomes["complete"], "interrupted_unseen": 0}
     assert "retrying in" in (serve.log.read_text() if serve.log else "")
@@ -181,7 +182,7 @@ def test_sigterm_finishes_streams_and_writes_their_usage(
     assert all(code == 200 and body.rstrip().endswith(b"data: [DONE]") for code, body in results)
     sim.stop()
     rows = ledger(database_url)
-    assert compare(rows, sim_record(record)) == {"complete": 8, "interrupted_unseen": 0}
+    assert compare(rows, whole_lines(record)) == {"complete": 8, "interrupted_unseen": 0}
     # Nothing was left in the journal: the next start replays nothing.
     serve.start()
     assert serve.terminate() == 0

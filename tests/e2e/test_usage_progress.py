@@ -22,9 +22,9 @@ from tests.e2e.ledger import (
     compare_received,
     ledger,
     set_up,
-    sim_record,
     write_config,
 )
+from tests.support.jsonl import whole_lines
 from tests.support.procs import Proc
 
 KILLS = 5
@@ -64,7 +64,7 @@ def test_kill_9_bills_each_stream_what_its_client_received(
     sim.stop()
 
     rows = ledger(database_url)
-    counts = compare(rows, sim_record(record))
+    counts = compare(rows, whole_lines(record))
     worst = compare_received(rows, load.received, BOUND)
     print(f"kill -9 x{KILLS}: {counts}, client side {dict(load.outcomes)}, worst shortfall {worst}")
     assert counts["complete"] > 50 and counts["interrupted"] > 0

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import httpx
 
-from tests.e2e.ledger import BODY, compare, ledger, sim_record
+from tests.e2e.ledger import BODY, compare, ledger
 from tests.fleet.conftest import configure
 from tests.fleet.harness import Fleet, Replica
+from tests.support.jsonl import whole_lines
 
 
 def _stream(client: httpx.Client, replica: Replica, key: str, outcomes: Counter[str]) -> None:
@@ -73,6 +74,6 @@ def test_killed_replicas_bill_every_request_once(new_fleet: Fleet, sims, tmp_pat
     for replica in replicas:
         f.stop(replica)  # SIGTERM: drain, write the rest of each journal
     time.sleep(0.5)
-    counts = compare(ledger(f.database_url), sim_record(tmp_path / "sim0.jsonl"))
+    counts = compare(ledger(f.database_url), whole_lines(tmp_path / "sim0.jsonl"))
     print(f"\nload: {dict(outcomes)}; ledger: {counts}")
     assert counts.get("complete", 0) > 50

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
-import json
 import time
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import httpx
 
 from tests.fleet.conftest import configure
 from tests.fleet.harness import Fleet
+from tests.support.jsonl import whole_lines
 
 BODY = {"model": "chat", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
 
@@ -130,9 +130,7 @@ def test_max_concurrency_holds_at_the_upstream_across_the_fleet(
         codes = list(pool.map(lambda _: _post(next(targets).data, key), range(180)))
     assert codes.count(200) >= 10 and set(codes) <= {200, 429}
     time.sleep(0.5)
-    records = [
-        json.loads(line) for line in (tmp_path / "sim0.jsonl").read_text().splitlines() if line
-    ]
+    records = whole_lines(tmp_path / "sim0.jsonl")
     peak = _overlap(records)
     print(f"\n{codes.count(200)} served, peak concurrency at the upstream {peak}")
     assert peak <= 10
