@@ -52,7 +52,10 @@ def moment(form: Mapping[str, str], name: str) -> str | None:
         raise FormError(name, "must be a date and time (YYYY-MM-DDTHH:MM, UTC)") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC).isoformat()
+    try:
+        return parsed.astimezone(UTC).isoformat()
+    except OverflowError:  # an offset that moves it past year 1 or 9999
+        raise FormError(name, "must be a date and time between the years 1 and 9999") from None
 
 
 def quota(form: Mapping[str, str]) -> dict[str, Any] | None:

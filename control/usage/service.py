@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from control.api.caller import Caller
 from control.api.errors import NotFound, Validation
-from control.api.pagination import decode_cursor, encode_cursor
+from control.api.pagination import INT64, decode_cursor, encode_cursor
 from control.api.schemas import Page
 from control.keys import service as keys
 from control.keys.models import ApiKey
@@ -55,9 +55,12 @@ def _position(cursor: str | None) -> Position | None:
         return None
     started_at, _, row_id = text.rpartition("|")
     try:
-        return as_utc(datetime.fromisoformat(started_at)), int(row_id)
-    except ValueError:
+        position = as_utc(datetime.fromisoformat(started_at)), int(row_id)
+    except (ValueError, OverflowError):  # OverflowError: an offset past year 1 or 9999
         raise Validation.field("cursor", "is not a cursor returned by this list") from None
+    if position[1] not in INT64:
+        raise Validation.field("cursor", "is not a cursor returned by this list")
+    return position
 
 
 def list_page(

@@ -59,6 +59,12 @@ def test_a_bad_token_or_a_forged_form_does_not_sign_in(browser: Browser) -> None
     )
     assert bad.status_code == 401 and "unknown, revoked or expired" in bad.text
     assert "sluicegate_console=" not in bad.headers.get("set-cookie", "")
+    # A token no header could carry is refused on the form, not as the API's JSON.
+    again = NONCE.search(browser.client.get("/console/sign-in").text)
+    assert again
+    odd = browser.client.post("/console/sign-in", data={"nonce": again.group(1), "token": "€€"})
+    assert odd.status_code == 401 and "text/html" in odd.headers["content-type"], odd.text
+    assert "not an admin token" in odd.text
     # The sign-in form's nonce must match its cookie (a login posted from elsewhere).
     fresh = Browser.__new__(Browser)
     fresh.client = type(browser.client)(browser.client.app, follow_redirects=False)
@@ -249,6 +255,16 @@ def test_edits_go_through_the_api_and_its_refusals_come_back(
     assert refused.status_code == 422 and "rpm" in refused.text
     assert browser.post(f"/console/keys/{key_id}/revoke").status_code == 303
     assert harness.admin.get(f"/v1/admin/keys/{key_id}").json()["status"] == "revoked"
+
+
+def test_a_usage_range_past_the_calendar_is_a_range_error(
+    harness: Harness, browser: Browser
+) -> None:
+    key_id = world(harness)["acme"]["id"]
+    browser.sign_in()
+    page = browser.get(f"/console/keys/{key_id}", params={"from": "9999-12-31T23:30:00-01:00"})
+    assert page.status_code == 200, page.text
+    assert "between the years 1 and 9999" in page.text
 
 
 def test_unknown_console_pages_are_html_404s(browser: Browser) -> None:

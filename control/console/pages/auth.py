@@ -93,6 +93,9 @@ async def sign_in(request: Request) -> Response:
     token = form.get("token", "").strip()
     if not token:
         return _form(request, "Enter an admin token.", 422)
+    if not token.isascii() or not token.isprintable():
+        # No token of ours holds such characters, and an HTTP header could not carry them.
+        return _form(request, "That is not an admin token (it holds characters no token has).", 401)
     try:
         me = await AdminApi(request.app, state.client, token).get("/v1/admin/whoami")
     except ApiError as refused:

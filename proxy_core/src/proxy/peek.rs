@@ -189,7 +189,8 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
                 struct StreamOptions {
                     include_usage: Option<bool>,
                 }
-                let opts: Option<StreamOptions> = parse_field("stream_options", raw, "an object")?;
+                let opts: Option<StreamOptions> =
+                    parse_field("stream_options", raw, "an object whose 'include_usage' is a boolean")?;
                 peeked.client_include_usage = opts.and_then(|o| o.include_usage).unwrap_or(false);
                 peeked.stream_options = Some(span(body, raw));
             }
@@ -218,7 +219,8 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
                     #[serde(borrow)]
                     user_id: Option<Cow<'a, str>>,
                 }
-                let metadata: Option<Metadata<'_>> = parse_field("metadata", raw, "an object")?;
+                let metadata: Option<Metadata<'_>> =
+                    parse_field("metadata", raw, "an object whose 'user_id' is a string")?;
                 if let Some(id) = metadata.and_then(|m| m.user_id) {
                     peeked.end_user = Some(attribution::end_user("metadata.user_id", &id)?);
                 }
@@ -453,6 +455,15 @@ mod tests {
         }
         assert!(peek(Endpoint::ChatCompletions, Bytes::from_static(b"{\"model\":\"a\\ud800\"}")).is_err());
         assert!(peek(Endpoint::Embeddings, Bytes::from_static(b"{\"model\":\"a\",\"stream\":true}")).is_err());
+        // An object of the wrong shape inside: the message says what the object must hold.
+        let nested = [
+            (Endpoint::ChatCompletions, r#"{"model":"a","stream_options":{"include_usage":"yes"}}"#, "'include_usage'"),
+            (Endpoint::Messages, r#"{"model":"a","max_tokens":5,"metadata":{"user_id":5}}"#, "'user_id'"),
+        ];
+        for (endpoint, body, names) in nested {
+            let e = peek(endpoint, Bytes::from(body)).unwrap_err();
+            assert!(e.message.contains(names), "{body}: {}", e.message);
+        }
     }
 
     #[test]
