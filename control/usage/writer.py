@@ -169,6 +169,15 @@ _ROLLUP_SUMS = COUNTERS[1:-1]
 # Rows per insert statement when the caller pauses between them: about 0.2 ms of CPU.
 SQLITE_SLICE = 16
 
+# The core's ledger connection: every connection's settings, and a page cache of 16 MiB where
+# SQLite's default is 2. A batch touches a leaf of the per-key index for each key it holds, and
+# the leaves of four more trees; with 100 keys that is about 2 MiB of 16 KiB pages, so the
+# default cache (125 such pages) missed within every batch, spilled pages into the WAL before
+# the commit and read others back: 1.3 us of the ledger's 9.5 per event (bench/README.md,
+# 2026-12-06, night). The cache fills only as the ledger's trees grow; 64 MiB was no cheaper
+# with 100 keys or with 5000.
+SQLITE_LEDGER_PRAGMAS = (*SQLITE_PRAGMAS, "PRAGMA cache_size=-16384")
+
 
 @contextlib.contextmanager
 def _driver_cursor(conn: Connection, statement: str) -> Iterator[Any]:
@@ -437,7 +446,7 @@ class CoreSqliteWriter:
                 self._path,
                 list(FIELDS),
                 list(ADDED_LATER.items()),
-                list(SQLITE_PRAGMAS),
+                list(SQLITE_LEDGER_PRAGMAS),
                 SQLITE_CORE_INSERT,
                 SQLITE_ROLLUP_UPSERT,
                 list(GRANULARITIES.items()),
