@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -158,9 +159,14 @@ def start_load(gateway: Gateway, key: str, tmp: Path, seconds: int) -> subproces
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    """Poll `check` until it gives a true value. A live panel that htmx swapped between finding
+    an element and reading it (`StaleElementReferenceException`) is a "not yet"."""
     deadline = time.monotonic() + timeout
     while True:
-        value = check()
+        try:
+            value = check()
+        except StaleElementReferenceException:
+            value = None
         if value:
             return value
         if time.monotonic() > deadline:
