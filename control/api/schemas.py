@@ -54,7 +54,7 @@ _LATEST = datetime(2999, 12, 31).replace(tzinfo=None)
 def _bounded_time(value: datetime) -> datetime:
     try:
         value = as_utc(value)
-    except OverflowError:  # an offset that moves it past year 1 or 9999
+    except ValueError:  # an offset that moves it past year 1 or 9999
         raise ValueError("must be between 1971 and 2999") from None
     if value.year < 1971 or value.replace(tzinfo=None) > _LATEST:
         raise ValueError("must be between 1971 and 2999")

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from control.console.api import ApiError
+from control.timeutil import as_utc
 
 MISSING = object()
 
@@ -50,11 +51,9 @@ def moment(form: Mapping[str, str], name: str) -> str | None:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise FormError(name, "must be a date and time (YYYY-MM-DDTHH:MM, UTC)") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
     try:
-        return parsed.astimezone(UTC).isoformat()
-    except OverflowError:  # an offset that moves it past year 1 or 9999
+        return as_utc(parsed).isoformat()
+    except ValueError:  # an offset that moves it past year 1 or 9999
         raise FormError(name, "must be a date and time between the years 1 and 9999") from None
 
 
