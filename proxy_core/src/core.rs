@@ -146,6 +146,9 @@ impl Core {
             return Err(CoreError::AlreadyRunning(r.addr));
         }
         self.shared.set_draining(false);
+        // What hyper answers to a request head it cannot parse, before any handler runs: once
+        // per process, for every core's data port alike.
+        hyper::server::conn::http1::set_parse_error_answer(proxy::respond::bad_head);
         let shared = self.shared.clone();
         let tls = self.tls.clone();
         let served = Served::start(

@@ -66,6 +66,8 @@ kinds! {
     RouteNotFound => (NOT_FOUND, Downstream, "invalid_request_error", "unknown_url", "not_found_error", "unknown_url");
     MethodNotAllowed => (METHOD_NOT_ALLOWED, Downstream, "invalid_request_error", "method_not_allowed", "invalid_request_error", "method_not_allowed");
     PayloadTooLarge => (PAYLOAD_TOO_LARGE, Downstream, "invalid_request_error", "request_too_large", "request_too_large", "request_too_large");
+    HeadersTooLarge => (REQUEST_HEADER_FIELDS_TOO_LARGE, Downstream, "invalid_request_error", "request_headers_too_large", "invalid_request_error", "headers_too_large");
+    UriTooLong => (URI_TOO_LONG, Downstream, "invalid_request_error", "uri_too_long", "invalid_request_error", "uri_too_long");
     BodyTimeout => (REQUEST_TIMEOUT, Downstream, "invalid_request_error", "request_timeout", "invalid_request_error", "body_timeout");
     RpmExceeded => (TOO_MANY_REQUESTS, Downstream, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error", "rpm");
     TpmExceeded => (TOO_MANY_REQUESTS, Downstream, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error", "tpm");

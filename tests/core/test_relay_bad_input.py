@@ -3,6 +3,7 @@ the upstream (the simulator's record stays empty)."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 
@@ -111,9 +112,62 @@ def test_request_heads_up_to_8_kib_pass_and_longer_ones_get_431(relay: Relay) ->
     record_before = relay.record.read_text()
     assert record_before, "the simulator recorded no answer"
     too_long = {**relay.key.headers, "x-padding": "p" * 9000}
-    assert httpx.post(relay.url + CHAT, headers=too_long, json=body).status_code == 431
+    r = httpx.post(relay.url + CHAT, headers=too_long, json=body)
+    assert_openai_error(r, 431, "request_headers_too_large")
+    assert r.headers["connection"] == "close"
     time.sleep(0.2)
     assert relay.record.read_text() == record_before
+
+
+def parse_answer(answer: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers (lower-cased names) and body of one raw HTTP/1.1 answer."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(status_line.split()[1]), headers, body
+
+
+POST_HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+BAD = (400, "invalid_request")
+TOO_LARGE = (431, "request_headers_too_large")
+
+
+@pytest.mark.parametrize(
+    ("head", "answer"),
+    [
+        pytest.param(POST_HEAD + b"Content-Length: -1\r\n", BAD, id="negative-length"),
+        pytest.param(POST_HEAD + b"Content-Length: 2, 3\r\n", BAD, id="list-length"),
+        pytest.param(POST_HEAD + b"Bad Header: 1\r\n", BAD, id="space-in-name"),
+        pytest.param(POST_HEAD.replace(b"POST", b"P@ST"), BAD, id="bad-method"),
+        pytest.param(POST_HEAD + b"X-A: b\r\n" * 101, TOO_LARGE, id="101-headers"),
+        pytest.param(b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n", TOO_LARGE, id="long-uri"),
+    ],
+)
+def test_heads_that_do_not_parse_get_an_openai_error_and_a_close(
+    relay: Relay, head: bytes, answer: tuple[int, str]
+) -> None:
+    """hyper refuses these before any handler runs; the answer still carries the API's error
+    format and a request id, its length is exact, and the connection closes after it (a request
+    after it on the same connection is never read)."""
+    status, code = answer
+    follow = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
+    raw = raw_exchange(relay.gateway.address, head + b"\r\n" + follow)
+    assert raw.count(b"HTTP/1.1 ") == 1, raw[:300]
+    got, headers, body = parse_answer(raw)
+    assert got == status, raw[:300]
+    assert headers["content-type"] == "application/json"
+    assert headers["connection"] == "close"
+    assert headers["x-request-id"].startswith("req_")
+    assert int(headers["content-length"]) == len(body)
+    err = json.loads(body)["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert (err["type"], err["code"]) == ("invalid_request_error", code)
+    assert_nothing_reached_upstream(relay)
+    counted = relay.gateway.metrics()["sluicegate_connections_malformed_head_total"]
+    assert counted["samples"][0]["value"] >= 1
 
 
 @pytest.mark.parametrize(
@@ -213,6 +267,7 @@ def test_smuggling_shapes_never_desynchronise_the_connection(relay: Relay) -> No
     )
     answer = raw_exchange(relay.gateway.address, dup_cl)
     assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    assert json.loads(parse_answer(answer)[2])["error"]["code"] == "invalid_request"
     assert_nothing_reached_upstream(relay)
 
 

@@ -318,6 +318,12 @@ pub fn render(metrics: &Metrics) -> Vec<FamilySnapshot> {
             g.connections.first_request_timeouts.load(Ordering::Relaxed),
         ),
         (
+            "sluicegate_connections_malformed_head_total",
+            "counter",
+            "Client connections whose request head could not be parsed (answered 400, 414 or 431, then closed).",
+            g.connections.malformed_heads.load(Ordering::Relaxed),
+        ),
+        (
             "sluicegate_usage_events_total",
             "counter",
             "Usage events emitted by the data plane.",

@@ -8,15 +8,16 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
-use http::{Response, StatusCode};
+use http::{HeaderMap, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 
 use super::deferred::DeferredBody;
+use super::handler::new_request_id;
 use super::relay::RelayBody;
 use crate::endpoint::Flavor;
-use crate::error::{GatewayError, RateLimitInfo};
-use crate::header_names::X_SHOULD_RETRY;
+use crate::error::{ErrorKind, GatewayError, RateLimitInfo};
+use crate::header_names::{REQUEST_ID, X_REQUEST_ID, X_SHOULD_RETRY};
 
 /// Every response body the gateway writes.
 // Relayed answers are the common case: keep them inline rather than boxing every one.
@@ -89,6 +90,31 @@ pub fn error_body(flavor: Flavor, error: &GatewayError) -> Vec<u8> {
         }),
     };
     serde_json::to_vec(&value).unwrap_or_default()
+}
+
+/// The answer to a request head hyper could not parse (400, 414 or 431, chosen by hyper before
+/// any handler runs), set once per process with hyper's `set_parse_error_answer`: the error in
+/// OpenAI's format (the endpoint, and so the API's own format, is unknown before the head is
+/// read) with a request id, as every other refusal carries. hyper closes the connection after it.
+pub fn bad_head(status: StatusCode, headers: &mut HeaderMap) -> Bytes {
+    let error = match status {
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => GatewayError::new(
+            ErrorKind::HeadersTooLarge,
+            "the request's head is too large: at most 8 KiB of request line and headers, and at most 100 headers",
+        ),
+        StatusCode::URI_TOO_LONG => GatewayError::new(ErrorKind::UriTooLong, "the request's URI is too long"),
+        _ => GatewayError::new(
+            ErrorKind::InvalidRequest,
+            "the request's head is not valid HTTP/1.1: a malformed request line or header, or a repeated \
+             or conflicting Content-Length",
+        ),
+    };
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Ok(id) = HeaderValue::from_str(&new_request_id()) {
+        headers.insert(X_REQUEST_ID, id.clone());
+        headers.insert(REQUEST_ID, id);
+    }
+    Bytes::from(error_body(Flavor::OpenAi, &error))
 }
 
 /// OpenAI's duration format for `x-ratelimit-reset-*`: `1m30s`, `250ms`, `2s`.
@@ -179,7 +205,22 @@ mod tests {
         assert_eq!(anthropic["error"]["type"], "invalid_request_error");
     }
 
-    use crate::error::ErrorKind;
+    #[test]
+    fn a_head_that_does_not_parse_is_answered_in_openai_format_with_a_request_id() {
+        for (status, code) in [
+            (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "request_headers_too_large"),
+            (StatusCode::URI_TOO_LONG, "uri_too_long"),
+            (StatusCode::BAD_REQUEST, "invalid_request"),
+        ] {
+            let mut headers = HeaderMap::new();
+            let body: serde_json::Value = serde_json::from_slice(&bad_head(status, &mut headers)).unwrap();
+            assert_eq!(body["error"]["code"], code, "{status}");
+            assert_eq!(body["error"]["type"], "invalid_request_error");
+            assert_eq!(headers["content-type"], "application/json");
+            assert!(headers["x-request-id"].to_str().unwrap().starts_with("req_"));
+            assert_eq!(headers["x-request-id"], headers["request-id"]);
+        }
+    }
 
     #[test]
     fn retry_headers_and_should_retry() {

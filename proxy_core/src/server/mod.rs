@@ -79,7 +79,12 @@ impl Conn {
             std::pin::pin!(FirstRequestDeadline::until(self.watcher.watch(connection), started, self.deadline));
         match watched.await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::debug!(error = %e, "connection ended with an error"),
+            Ok(Err(e)) => {
+                if e.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_parse) {
+                    self.held.counters.malformed_heads.fetch_add(1, Ordering::Relaxed);
+                }
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
             Err(NoRequestInTime) => {
                 self.held.counters.first_request_timeouts.fetch_add(1, Ordering::Relaxed);
             }
@@ -117,6 +122,9 @@ pub struct ConnCounters {
     pub refused_per_client: AtomicU64,
     /// Connections closed because no request arrived within the header-read timeout.
     pub first_request_timeouts: AtomicU64,
+    /// Connections whose request head could not be parsed: answered 400, 414 or 431 by hyper
+    /// (with the body `set_parse_error_answer` gave it) and closed.
+    pub malformed_heads: AtomicU64,
 }
 
 /// `None` while serving; `Some(grace)` asks the loop to stop.

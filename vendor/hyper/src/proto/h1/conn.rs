@@ -838,11 +838,21 @@ where
             if self.has_h2_prefix() {
                 return Err(crate::Error::new_version_h2());
             }
-            if let Some(msg) = T::on_error(&err) {
+            if let Some(mut msg) = T::on_error(&err) {
                 // Drop the cached headers so as to not trigger a debug
                 // assert in `write_head`...
                 self.state.cached_headers.take();
-                self.write_head(msg, None);
+                match T::on_error_body(&mut msg) {
+                    // sluicegate patch: the body goes out whole behind the head, and the
+                    // connection closes after it (`Connection: close`, writing closed).
+                    Some(body) => {
+                        msg.headers.insert(CONNECTION, HeaderValue::from_static("close"));
+                        self.write_head(msg, Some(BodyLength::Known(body.len() as u64)));
+                        self.io.headers_buf().extend_from_slice(&body);
+                        self.state.writing = Writing::Closed;
+                    }
+                    None => self.write_head(msg, None),
+                }
                 self.state.error = Some(err);
                 return Ok(());
             }

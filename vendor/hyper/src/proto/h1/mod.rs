@@ -37,6 +37,12 @@ pub(crate) trait Http1Transaction {
 
     fn on_error(err: &crate::Error) -> Option<MessageHead<Self::Outgoing>>;
 
+    /// sluicegate patch: the body of the answer `on_error` gave, with its headers added to
+    /// `head` (a server's, when one is set: `server::conn::http1::set_parse_error_answer`).
+    fn on_error_body(_head: &mut MessageHead<Self::Outgoing>) -> Option<bytes::Bytes> {
+        None
+    }
+
     fn is_client() -> bool {
         !Self::is_server()
     }

@@ -510,6 +510,11 @@ impl Http1Transaction for Server {
         Some(msg)
     }
 
+    fn on_error_body(head: &mut MessageHead<Self::Outgoing>) -> Option<Bytes> {
+        let answer = crate::server::conn::http1::parse_error_answer()?;
+        Some(answer(head.subject, &mut head.headers))
+    }
+
     fn is_server() -> bool {
         true
     }

@@ -22,6 +22,25 @@ use crate::{
     rt::Timer,
 };
 
+/// sluicegate patch: what a server's answer to a request head it cannot parse carries, beside
+/// the status hyper chooses for it (400, 414 or 431). Given that status and the answer's empty
+/// headers, it adds headers and returns the body; hyper adds `Content-Length` and the date, and
+/// closes the connection after the answer. See vendor/README.md.
+pub type ParseErrorAnswer = fn(http::StatusCode, &mut http::HeaderMap) -> Bytes;
+
+static PARSE_ERROR_ANSWER: std::sync::OnceLock<ParseErrorAnswer> = std::sync::OnceLock::new();
+
+/// sluicegate patch: sets, once for the process, what every HTTP/1 server connection answers to
+/// a request head it cannot parse (without it: the status alone, with an empty body). Returns
+/// false if one was set already (the first stays).
+pub fn set_parse_error_answer(answer: ParseErrorAnswer) -> bool {
+    PARSE_ERROR_ANSWER.set(answer).is_ok()
+}
+
+pub(crate) fn parse_error_answer() -> Option<ParseErrorAnswer> {
+    PARSE_ERROR_ANSWER.get().copied()
+}
+
 type Http1Dispatcher<T, B, S> = proto::h1::Dispatcher<
     proto::h1::dispatch::Server<S, IncomingBody>,
     B,
