@@ -6,7 +6,10 @@ core hands them out: JSON arrays of `--batch` events) to SQLite and PostgreSQL.
 
 CPU is this process's (`time.process_time`, every thread): the drainer's Python and, for SQLite,
 the database engine's own work, which runs in-process; PostgreSQL's work is in the server's
-processes, measured apart (`pg_stat_statements` is not assumed), so its CPU is not counted here.
+processes, so its CPU is not counted there: it is reported beside it, from /proc, as every
+process named `postgres` on this host spent during the run (the backend storing the batches,
+and the WAL writer, checkpointer and autovacuum that its writes cause); with a server on another
+host, that column is empty.
 SQLite has two rows: `sqlite`, the core's writer (it reads the batch's text and binds the rows
 itself, `control.usage.writer.CoreSqliteWriter`), and `sqlite-python`, Python's path (one parse
 per batch, `control.usage.drainer.parse`, measured alone too, then tuples and `executemany`),
@@ -126,12 +129,40 @@ def postgresql_url(url: str) -> Iterator[str]:
         admin.dispose()
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) so far of each process named `postgres` on this host."""
+    out: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().strip() != "postgres":
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile, or not ours to read
+        out[int(entry.name)] = (int(fields[11]) + int(fields[12])) / TICKS
+    return out
+
+
+def server_cpu_spent(before: dict[int, float], after: dict[int, float]) -> float | None:
+    """CPU seconds the server's processes spent between two readings (a process started
+    meanwhile counts from zero); None when no server process is visible here."""
+    if not after:
+        return None
+    return sum(now - before.get(pid, 0.0) for pid, now in after.items())
+
+
 def run_once(
     url: str, texts: list[bytes], events: int, in_python: bool = False
-) -> tuple[float, float]:
-    """Drain every batch into a fresh database: (events/s, CPU microseconds per event).
-    `in_python`: SQLite's batches parsed and bound by Python, as where the core cannot reach
-    Python's SQLite library (the comparison for the core's writer)."""
+) -> tuple[float, float, float | None]:
+    """Drain every batch into a fresh database: (events/s, CPU microseconds per event in this
+    process, and on PostgreSQL's processes on this host, if any). `in_python`: SQLite's batches
+    parsed and bound by Python, as where the core cannot reach Python's SQLite library (the
+    comparison for the core's writer)."""
     engine = create_db_engine(url)
     migrations.upgrade(engine)
     queue = list(texts)
@@ -144,17 +175,21 @@ def run_once(
     if in_python:
         drainer.close()
         drainer._writer = None
+    server = server_cpu() if engine.dialect.name == "postgresql" else {}
     cpu, wall = time.process_time(), time.perf_counter()
     while drainer.step(0, gentle=True):
         pass
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    # Read before the drainer's connection closes: its backend's CPU is in its own /proc entry.
+    server_spent = server_cpu_spent(server, server_cpu()) if server else None
     drainer.close()
     with engine.connect() as conn:
         stored = conn.execute(sa.text("SELECT count(*) FROM usage_records")).scalar_one()
     engine.dispose()
     if stored != events or acked[-1] != events:
         raise SystemExit(f"expected {events} rows and acks up to it, got {stored} / {acked[-1:]}")
-    return events / wall, cpu / events * 1e6
+    server_us = None if server_spent is None else server_spent / events * 1e6
+    return events / wall, cpu / events * 1e6, server_us
 
 
 def parse_only(texts: list[bytes], events: int) -> float:
@@ -199,7 +234,11 @@ def main() -> int:
                 results.append(run_once(url, texts, args.events, db == "sqlite-python"))
         rate = max(r[0] for r in results)
         cpu = min(r[1] for r in results)
-        print(f"{db:<14} {rate:>9,.0f}/s {cpu:>8.1f} us CPU/event (best of {args.repeat})")
+        line = f"{db:<14} {rate:>9,.0f}/s {cpu:>8.1f} us CPU/event (best of {args.repeat})"
+        on_server = [r[2] for r in results if r[2] is not None]
+        if on_server:
+            line += f", the server's processes {min(on_server):.1f} us/event"
+        print(line)
     return 0
 
 
