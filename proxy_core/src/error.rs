@@ -170,6 +170,14 @@ impl GatewayError {
         Self::new(ErrorKind::InvalidRequest, message)
     }
 
+    /// A request head over `server::MAX_HEAD_BYTES`, or with more headers than hyper parses.
+    pub fn head_too_large() -> Self {
+        Self::new(
+            ErrorKind::HeadersTooLarge,
+            "the request's head is too large: at most 8 KiB of request line and headers, and at most 100 headers",
+        )
+    }
+
     pub fn with_param(mut self, param: impl Into<Cow<'static, str>>) -> Self {
         self.param = Some(param.into());
         self

@@ -29,6 +29,7 @@ use crate::error::{ErrorKind, GatewayError};
 use crate::fleet;
 use crate::header_names::{REQUEST_ID, X_REQUEST_ID, X_SLUICEGATE_PRIORITY, X_SLUICEGATE_TIMEOUT_MS};
 use crate::limits::{self, Estimate, Scope};
+use crate::server::MAX_HEAD_BYTES;
 
 /// Output tokens reserved for a request that gives no max_tokens on a route without a maximum.
 const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 4096;
@@ -54,6 +55,16 @@ pub(super) fn new_request_id() -> Arc<str> {
         *slot = HEX[(random >> (4 * (15 - i))) as usize & 0xf];
     }
     Arc::from(std::str::from_utf8(&id).unwrap_or("req_0"))
+}
+
+/// The size of the request's head as HTTP/1.1 writes it: request line, headers, the blank line.
+/// hyper's read buffer caps it only roughly (`server::MAX_HEAD_BYTES`); this is the exact check,
+/// on HTTP/2's decoded headers as well.
+fn head_bytes(req: &Request<Incoming>) -> usize {
+    let target = req.uri().path_and_query().map_or(1, |p| p.as_str().len());
+    let line = req.method().as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
+    let headers: usize = req.headers().iter().map(|(name, value)| name.as_str().len() + 2 + value.len() + 2).sum();
+    line + headers + 2
 }
 
 /// The load balancer's contract, on the data port and without a key: `/healthz` answers while
@@ -91,6 +102,7 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respo
     let version = req.version();
     let cors = req.headers().contains_key(header::ORIGIN);
     let result = match endpoint {
+        _ if head_bytes(&req) > MAX_HEAD_BYTES => Err(GatewayError::head_too_large()),
         Some(endpoint) => process(&shared, endpoint, req, &request_id, arrived).await,
         None if Endpoint::stored_object(req.uri().path()).is_some() => Err(GatewayError::invalid(
             "stored responses (/v1/responses/{id}: retrieve, delete, input_items, cancel) are not relayed: \

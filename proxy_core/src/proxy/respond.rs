@@ -98,10 +98,7 @@ pub fn error_body(flavor: Flavor, error: &GatewayError) -> Vec<u8> {
 /// read) with a request id, as every other refusal carries. hyper closes the connection after it.
 pub fn bad_head(status: StatusCode, headers: &mut HeaderMap) -> Bytes {
     let error = match status {
-        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => GatewayError::new(
-            ErrorKind::HeadersTooLarge,
-            "the request's head is too large: at most 8 KiB of request line and headers, and at most 100 headers",
-        ),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => GatewayError::head_too_large(),
         StatusCode::URI_TOO_LONG => GatewayError::new(ErrorKind::UriTooLong, "the request's URI is too long"),
         _ => GatewayError::new(
             ErrorKind::InvalidRequest,

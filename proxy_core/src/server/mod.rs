@@ -30,6 +30,13 @@ use first_request::{FirstRequestDeadline, NoRequestInTime, Started};
 
 use crate::tls::Tls;
 
+/// The largest request head (request line and headers) the data port takes: hyper's HTTP/1 read
+/// buffer is capped at it, so a head that has not ended within it gets 431 before it is parsed.
+/// That cap is not exact: a read fills the buffer's whole capacity, which on a connection whose
+/// buffer grew for an earlier request can be twice this, so the handler checks a parsed head's
+/// size against it too (`proxy::handler`).
+pub const MAX_HEAD_BYTES: usize = 8192;
+
 /// What an open connection holds until it ends: its place in the caps, counted as open.
 struct Held {
     counters: Arc<ConnCounters>,
@@ -148,7 +155,7 @@ fn builder(settings: &ConnSettings) -> auto::Builder<TokioExecutor> {
         .timer(TokioTimer::new())
         .header_read_timeout(settings.header_read_timeout)
         .keep_alive(true)
-        .max_buf_size(8192);
+        .max_buf_size(MAX_HEAD_BYTES);
     builder
         .http2()
         .timer(TokioTimer::new())
