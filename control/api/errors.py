@@ -248,4 +248,11 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return _body(500, "internal_error", "internal error; the server log has the details")
+        # Starlette re-raises the exception after this answer, and uvicorn then ends the
+        # connection: said here, so that a client does not send its next request on it.
+        return _body(
+            500,
+            "internal_error",
+            "internal error; the server log has the details",
+            headers={"Connection": "close"},
+        )
