@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sqlalchemy as sa
 
+from bench.threads import TICKS
 from control import migrations
 from control.db import create_db_engine, session_factory
 from control.usage.drainer import UsageDrainer, parse
@@ -127,9 +128,6 @@ def postgresql_url(url: str) -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
-
-
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def server_cpu() -> dict[int, float]:
