@@ -34,6 +34,7 @@ from sluicegate._core import Core, JournalError, LogError, StartError, StateErro
 from control.api.app import announce_admin_token, create_app
 from control.api.errors import StartupError
 from control.bridge.core_bridge import CoreBridge
+from control.process.admin_protocol import AdminProtocol
 from control.process.admin_tls import AdminTls
 from control.process.file_modes import restrict_umask, tighten_existing
 from control.process.listen import HostPort
@@ -230,6 +231,8 @@ def _serve(settings: Settings, stop: Stop) -> int:
             lifespan="on",
             workers=1,
             access_log=True,
+            # A head it cannot parse is answered in the API's error format (`admin_protocol.py`).
+            http=AdminProtocol,
             ssl_context_factory=None if live is None else _live_context(live),
         )
         server = uvicorn.Server(config)

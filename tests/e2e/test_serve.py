@@ -4,7 +4,9 @@ usage rows in SQL."""
 
 from __future__ import annotations
 
+import json
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -49,6 +51,13 @@ def test_serve_end_to_end(
     data = proc.address
     assert httpx.get(f"http://{admin}/readyz").json()["ready"] is True
     assert httpx.get(f"http://{admin}/openapi.json").status_code == 200
+    # A head the admin port cannot parse: the API's error format (`admin_protocol.py`).
+    host, port = admin.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(b"HELLO\r\n\r\n")
+        refused = conn.makefile("rb").read()
+    assert refused.startswith(b"HTTP/1.1 400 ")
+    assert json.loads(refused.partition(b"\r\n\r\n")[2])["error"]["code"] == "bad_request"
 
     for name, sim in zip(("sim-a", "sim-b"), sims, strict=True):
         provider = cli(
