@@ -168,8 +168,12 @@ impl Core {
                     tokio::spawn(crate::fleet::housekeeping(fleet.clone()));
                 }
                 tokio::spawn(crate::stats::sample_load(shared.config.clone()));
+                let on_refused_head: server::refused_head::OnRefusedHead = {
+                    let shared = shared.clone();
+                    Arc::new(move |head| proxy::respond::refused_head(&shared, head))
+                };
                 let handler = move |req| proxy::handle(shared.clone(), req);
-                server::serve(listener, settings, counters, tls, handler, stop).await
+                server::serve(listener, settings, counters, tls, handler, on_refused_head, stop).await
             },
         )?;
         tracing::info!(addr = %served.addr, tls = self.tls.is_some(), "data plane listening");

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -200,11 +201,13 @@ TOO_LARGE = (431, "request_headers_too_large")
     ],
 )
 def test_heads_that_do_not_parse_get_an_openai_error_and_a_close(
-    relay: Relay, head: bytes, answer: tuple[int, str]
+    relay_factory, tmp_path: Path, head: bytes, answer: tuple[int, str]
 ) -> None:
     """hyper refuses these before any handler runs; the answer still carries the API's error
-    format and a request id, its length is exact, and the connection closes after it (a request
-    after it on the same connection is never read)."""
+    format and a request id, its length is exact, the connection closes after it (a request
+    after it on the same connection is never read), and the access log has its line."""
+    access_log = tmp_path / "access.jsonl"
+    relay = relay_factory("--ttft-ms", "20", "--itl-ms", "2", access_log=str(access_log))
     status, code = answer
     follow = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
     raw = raw_exchange(relay.gateway.address, head + b"\r\n" + follow)
@@ -221,6 +224,21 @@ def test_heads_that_do_not_parse_get_an_openai_error_and_a_close(
     assert_nothing_reached_upstream(relay)
     counted = relay.gateway.metrics()["sluicegate_connections_malformed_head_total"]
     assert counted["samples"][0]["value"] >= 1
+    line = wait_for_line(access_log, headers["x-request-id"])
+    assert (line["status"], line["error_code"], line["outcome"]) == (status, code, "refused")
+    assert line["endpoint"] == "unknown"
+
+
+def wait_for_line(access_log: Path, request_id: str) -> dict[str, object]:
+    """The access log's line of `request_id` (its writer thread may still be writing it)."""
+    deadline = time.monotonic() + 5
+    while True:
+        text = access_log.read_text() if access_log.exists() else ""
+        for row in map(json.loads, text.splitlines()):
+            if row["request_id"] == request_id:
+                return row  # type: ignore[no-any-return]
+        assert time.monotonic() < deadline, f"no access log line for {request_id}: {text[-500:]}"
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,13 @@ use http_body_util::Full;
 use super::deferred::DeferredBody;
 use super::handler::new_request_id;
 use super::relay::RelayBody;
+use super::shared::Shared;
+use crate::access_log::Refusal;
+use crate::clock::unix_now;
 use crate::endpoint::Flavor;
 use crate::error::{ErrorKind, GatewayError, RateLimitInfo};
 use crate::header_names::{REQUEST_ID, X_REQUEST_ID, X_SHOULD_RETRY};
+use crate::server::refused_head::{self, RefusedHead};
 
 /// Every response body the gateway writes.
 // Relayed answers are the common case: keep them inline rather than boxing every one.
@@ -96,6 +100,7 @@ pub fn error_body(flavor: Flavor, error: &GatewayError) -> Vec<u8> {
 /// any handler runs), set once per process with hyper's `set_parse_error_answer`: the error in
 /// OpenAI's format (the endpoint, and so the API's own format, is unknown before the head is
 /// read) with a request id, as every other refusal carries. hyper closes the connection after it.
+/// What it said is noted for the connection's owner, which logs it (`refused_head`).
 pub fn bad_head(status: StatusCode, headers: &mut HeaderMap) -> Bytes {
     let error = match status {
         StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => GatewayError::head_too_large(),
@@ -107,11 +112,32 @@ pub fn bad_head(status: StatusCode, headers: &mut HeaderMap) -> Bytes {
         ),
     };
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    if let Ok(id) = HeaderValue::from_str(&new_request_id()) {
+    let request_id = new_request_id();
+    if let Ok(id) = HeaderValue::from_str(&request_id) {
         headers.insert(X_REQUEST_ID, id.clone());
         headers.insert(REQUEST_ID, id);
     }
+    refused_head::note(RefusedHead { request_id, kind: error.kind, ts: unix_now() });
     Bytes::from(error_body(Flavor::OpenAi, &error))
+}
+
+/// A head `bad_head` answered, once its connection ended: counted as a refusal of its kind and
+/// written to the access log as one (no endpoint, and no duration: hyper does not say when the
+/// head began to arrive).
+pub fn refused_head(shared: &Shared, head: &RefusedHead) {
+    shared.metrics.global.reject(head.kind);
+    if let Some(log) = &shared.access_log {
+        log.refusal(&Refusal {
+            ts: head.ts,
+            request_id: &head.request_id,
+            endpoint: "unknown",
+            status: head.kind.status().as_u16(),
+            outcome: "refused",
+            error_code: head.kind.code(),
+            reason: head.kind.reason(),
+            duration_ms: 0.0,
+        });
+    }
 }
 
 /// OpenAI's duration format for `x-ratelimit-reset-*`: `1m30s`, `250ms`, `2s`.

@@ -5,6 +5,7 @@
 mod client_caps;
 mod first_request;
 mod linger;
+pub mod refused_head;
 
 use client_caps::ClientCaps;
 use linger::LingeringStream;
@@ -27,6 +28,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use first_request::{FirstRequestDeadline, NoRequestInTime, Started};
+use refused_head::OnRefusedHead;
 
 use crate::tls::Tls;
 
@@ -57,6 +59,7 @@ struct Conn {
     /// From accept to the whole head of the first request (a TLS handshake included).
     deadline: tokio::time::Instant,
     held: Held,
+    on_refused_head: OnRefusedHead,
 }
 
 impl Conn {
@@ -82,13 +85,16 @@ impl Conn {
         let connection = self.builder.serve_connection(TokioIo::new(io), service).into_owned();
         // Pinned here, not moved into the await: the connection (and its socket) is dropped
         // only after its outcome is counted, so a client that sees the close sees the count.
-        let watched =
-            std::pin::pin!(FirstRequestDeadline::until(self.watcher.watch(connection), started, self.deadline));
+        let (connection, refused) = refused_head::watch(self.watcher.watch(connection));
+        let watched = std::pin::pin!(FirstRequestDeadline::until(connection, started, self.deadline));
         match watched.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 if e.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_parse) {
                     self.held.counters.malformed_heads.fetch_add(1, Ordering::Relaxed);
+                    if let Some(head) = refused.get() {
+                        (self.on_refused_head)(head);
+                    }
                 }
                 tracing::debug!(error = %e, "connection ended with an error");
             }
@@ -167,13 +173,15 @@ fn builder(settings: &ConnSettings) -> auto::Builder<TokioExecutor> {
 /// Serve until `stop` carries a grace period; then stop accepting, let open requests finish
 /// within the grace, and return (connections still open are dropped with the runtime). With
 /// `tls`, every connection is a TLS one: the handshake runs in the connection's own task (never
-/// in the accept loop) and spends from the same deadline as the first request.
+/// in the accept loop) and spends from the same deadline as the first request. A request head
+/// hyper refused (no handler saw it) is told to `on_refused_head` once its connection ended.
 pub async fn serve<H, Fut, B>(
     listener: TcpListener,
     settings: ConnSettings,
     counters: Arc<ConnCounters>,
     tls: Option<Arc<Tls>>,
     handler: H,
+    on_refused_head: OnRefusedHead,
     mut stop: StopSignal,
 ) where
     H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
@@ -220,6 +228,7 @@ pub async fn serve<H, Fut, B>(
             watcher: graceful.watcher(),
             deadline: tokio::time::Instant::now() + settings.header_read_timeout,
             held: Held { counters: counters.clone(), _place: place, _permit: permit },
+            on_refused_head: on_refused_head.clone(),
         };
         let handler = handler.clone();
         let stream = LingeringStream::new(stream);
