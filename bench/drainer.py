@@ -15,6 +15,13 @@ itself, `control.usage.writer.CoreSqliteWriter`), and `sqlite-python`, Python's 
 per batch, `control.usage.drainer.parse`, measured alone too, then tuples and `executemany`),
 taken where the core cannot reach Python's SQLite library. PostgreSQL takes the text unparsed.
 Run it on an idle machine: it reports the best of `--repeat` runs.
+
+`--parts` (PostgreSQL) prices the parts of the server's statement instead: the CPU per event of
+the backend that runs it, for the batch unpacked only (`json_to_recordset`), unpacked and
+inserted, the whole statement (with its rollups), and the whole statement without the three
+time-range indexes, each on whole batches and on slices of `POSTGRESQL_SLICE_BYTES` (what a
+batch beside live traffic at c=1 goes in), one statement a batch or slice, in autocommit as the
+drainer runs it.
 """
 
 from __future__ import annotations
@@ -38,8 +45,9 @@ import sqlalchemy as sa
 from bench.threads import TICKS
 from control import migrations
 from control.db import create_db_engine, session_factory
+from control.usage import writer
 from control.usage.drainer import UsageDrainer, parse
-from control.usage.events import batch_text
+from control.usage.events import FIELDS, batch_text
 
 PG_URL = os.environ.get(
     "SLUICEGATE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -190,6 +198,77 @@ def run_once(
     return events / wall, cpu / events * 1e6, server_us
 
 
+_UNPACK = f"json_to_recordset(%s::json) AS e({writer._RECORD})"
+_INSERT = (
+    f"INSERT INTO usage_records ({', '.join(FIELDS)}, recorded_at) "
+    f"SELECT {writer._SELECTED}, now() FROM e ON CONFLICT (request_id) DO NOTHING"
+)
+# The statement's parts, each the one before and more.
+PARTS = {
+    "unpack": f"SELECT count(*), max(seq) FROM {_UNPACK}",
+    "+ insert": f"WITH e AS (SELECT * FROM {_UNPACK}), ins AS ({_INSERT} RETURNING 1) "
+    "SELECT count(*) FROM ins",
+    "+ rollups (the statement)": writer.POSTGRESQL_WRITE,
+    "the statement, no time indexes": writer.POSTGRESQL_WRITE,
+}
+TIME_INDEXES = (
+    "ix_usage_records_tenant_id_started_at_id",
+    "ix_usage_records_key_id_started_at_id",
+    "ix_usage_records_started_at_id",
+)
+
+
+def part_once(pg_url: str, part: str, statements: list[str], events: int) -> float:
+    """The server's CPU microseconds per event storing `statements` (the batch texts) with the
+    statement of `part`, into a fresh schema."""
+    with postgresql_url(pg_url) as url:
+        engine = create_db_engine(url)
+        try:
+            migrations.upgrade(engine)
+            spent = _store(engine, part, statements)
+        finally:
+            engine.dispose()
+    if spent is None:
+        raise SystemExit("the PostgreSQL server's processes are not visible on this host")
+    return spent / events * 1e6
+
+
+def _store(engine: sa.Engine, part: str, statements: list[str]) -> float | None:
+    """The CPU seconds of the backend that ran the statements (the server's other processes
+    are left out: a checkpoint that earlier runs' writes caused may land in this one)."""
+    with engine.connect() as conn:
+        if part == "the statement, no time indexes":
+            for index in TIME_INDEXES:
+                conn.execute(sa.text(f"DROP INDEX {index}"))
+            conn.commit()
+        backend = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+        conn.commit()
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        conn.connection.dbapi_connection.autocommit = True  # type: ignore[union-attr]
+        before = server_cpu().get(backend)
+        for text in statements:
+            cursor.execute(PARTS[part], (text,))
+            cursor.fetchall()
+        after = server_cpu().get(backend)
+    return None if before is None or after is None else after - before
+
+
+def parts(args: argparse.Namespace, texts: list[bytes]) -> None:
+    sliced = [s for t in texts for s in writer.slices(t, writer.POSTGRESQL_SLICE_BYTES)]
+    shapes = {
+        f"whole batches of {args.batch}": [t.decode() for t in texts],
+        f"slices of {writer.POSTGRESQL_SLICE_BYTES // 1024} KiB ({args.events // len(sliced)} "
+        "events)": [s.decode() for s in sliced],
+    }
+    print(f"the backend's CPU us/event (best of {args.repeat}), {args.keys} keys")
+    for shape, statements in shapes.items():
+        for part in PARTS:
+            best = min(
+                part_once(args.pg_url, part, statements, args.events) for _ in range(args.repeat)
+            )
+            print(f"  {shape:<32} {part:<32} {best:6.1f}")
+
+
 def parse_only(texts: list[bytes], events: int) -> float:
     cpu = time.process_time()
     for text in texts:
@@ -207,6 +286,9 @@ def main() -> int:
     parser.add_argument("--keys", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--pg-url", default=PG_URL)
+    parser.add_argument(
+        "--parts", action="store_true", help="PostgreSQL: the server's CPU per part of the write"
+    )
     args = parser.parse_args()
 
     # Only the texts stay: 100k event dicts kept alive would make every collection of Python's
@@ -214,6 +296,9 @@ def main() -> int:
     texts = batches(synthetic_events(args.events, args.keys, seed=7), args.batch)
     size = sum(len(t) for t in texts) / args.events
     print(f"{args.events} events in batches of {args.batch}, {size:.0f} bytes of JSON each")
+    if args.parts:
+        parts(args, texts)
+        return 0
     floor = min(parse_only(texts, args.events) for _ in range(args.repeat))
     print(f"{'parse alone':<14} {'':>12} {floor:>8.1f} us CPU/event")
     sqlite = ["sqlite", "sqlite-python"]
