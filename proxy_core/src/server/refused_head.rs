@@ -53,7 +53,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_note_reaches_the_slot_of_its_own_task_only() {
+    async fn a_note_reaches_the_slot_of_its_own_connection_only() {
         let (first, first_slot) = watch(async { note(head("req_a")) });
         let (second, second_slot) = watch(async {});
         let (_, ()) = tokio::join!(first, second);
