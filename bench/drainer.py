@@ -219,7 +219,7 @@ TIME_INDEXES = (
 
 
 def part_once(pg_url: str, part: str, statements: list[str], events: int) -> float:
-    """The server's CPU microseconds per event storing `statements` (the batch texts) with the
+    """The backend's CPU microseconds per event storing `statements` (the batch texts) with the
     statement of `part`, into a fresh schema."""
     with postgresql_url(pg_url) as url:
         engine = create_db_engine(url)
@@ -287,7 +287,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--pg-url", default=PG_URL)
     parser.add_argument(
-        "--parts", action="store_true", help="PostgreSQL: the server's CPU per part of the write"
+        "--parts", action="store_true", help="PostgreSQL: the backend's CPU per part of the write"
     )
     args = parser.parse_args()
 

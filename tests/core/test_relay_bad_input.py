@@ -230,11 +230,12 @@ def test_heads_that_do_not_parse_get_an_openai_error_and_a_close(
 
 
 def wait_for_line(access_log: Path, request_id: str) -> dict[str, object]:
-    """The access log's line of `request_id` (its writer thread may still be writing it)."""
+    """The access log's line of `request_id` (its writer thread may still be writing it, so a
+    last line not yet ended is left for the next look)."""
     deadline = time.monotonic() + 5
     while True:
         text = access_log.read_text() if access_log.exists() else ""
-        for row in map(json.loads, text.splitlines()):
+        for row in map(json.loads, text.split("\n")[:-1]):
             if row["request_id"] == request_id:
                 return row  # type: ignore[no-any-return]
         assert time.monotonic() < deadline, f"no access log line for {request_id}: {text[-500:]}"
