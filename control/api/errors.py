@@ -148,6 +148,20 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
 }
 
 
+def error_json(code: str, message: str, fields: Sequence[FieldError] = ()) -> bytes:
+    """The error body's bytes, for an answer written below the app (`admin_protocol.py`)."""
+    return _detail(code, message, fields).model_dump_json().encode()
+
+
+def _detail(code: str, message: str, fields: Sequence[FieldError]) -> ErrorBody:
+    detail = ErrorDetail(
+        code=code,
+        message=message,
+        fields=[FieldErrorBody(field=f.field, message=f.message) for f in fields],
+    )
+    return ErrorBody(error=detail)
+
+
 def _body(
     status: int,
     code: str,
@@ -155,15 +169,11 @@ def _body(
     fields: Sequence[FieldError] = (),
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
-    detail = ErrorDetail(
-        code=code,
-        message=message,
-        fields=[FieldErrorBody(field=f.field, message=f.message) for f in fields],
-    )
     headers = dict(headers or {})
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    return JSONResponse(ErrorBody(error=detail).model_dump(), status_code=status, headers=headers)
+    body = _detail(code, message, fields).model_dump()
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def error_response(exc: ControlError) -> JSONResponse:

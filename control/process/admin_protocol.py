@@ -15,13 +15,14 @@ any size as long as it arrives in one read (h11 bounds only a head it is still w
 
 from __future__ import annotations
 
-import json
 import logging
 from http import HTTPStatus
 from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from control.api.errors import error_json
 
 log = logging.getLogger("sluicegate.control")
 
@@ -81,7 +82,7 @@ class AdminProtocol(H11Protocol):
             status = 400
         code, message = _ANSWERS[status]
         log.warning("admin API: refused a request head (%d %s)", status, code)
-        body = json.dumps({"error": {"code": code, "message": message, "fields": []}}).encode()
+        body = error_json(code, message)
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
