@@ -100,7 +100,7 @@ pub fn error_body(flavor: Flavor, error: &GatewayError) -> Vec<u8> {
 /// any handler runs), set once per process with hyper's `set_parse_error_answer`: the error in
 /// OpenAI's format (the endpoint, and so the API's own format, is unknown before the head is
 /// read) with a request id, as every other refusal carries. hyper closes the connection after it.
-/// What it said is noted for the connection's owner, which logs it (`refused_head`).
+/// What it said is told to the connection's observer, which logs it (`refused_head`).
 pub fn bad_head(status: StatusCode, headers: &mut HeaderMap) -> Bytes {
     let error = match status {
         StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => GatewayError::head_too_large(),
@@ -117,11 +117,11 @@ pub fn bad_head(status: StatusCode, headers: &mut HeaderMap) -> Bytes {
         headers.insert(X_REQUEST_ID, id.clone());
         headers.insert(REQUEST_ID, id);
     }
-    refused_head::note(RefusedHead { request_id, kind: error.kind, ts: unix_now() });
+    refused_head::note(&RefusedHead { request_id, kind: error.kind, ts: unix_now() });
     Bytes::from(error_body(Flavor::OpenAi, &error))
 }
 
-/// A head `bad_head` answered, once its connection ended: counted as a refusal of its kind and
+/// A head `bad_head` answers, told as its answer is built: counted as a refusal of its kind and
 /// written to the access log as one (no endpoint, and no duration: hyper does not say when the
 /// head began to arrive).
 pub fn refused_head(shared: &Shared, head: &RefusedHead) {

@@ -85,16 +85,13 @@ impl Conn {
         let connection = self.builder.serve_connection(TokioIo::new(io), service).into_owned();
         // Pinned here, not moved into the await: the connection (and its socket) is dropped
         // only after its outcome is counted, so a client that sees the close sees the count.
-        let (connection, refused) = refused_head::watch(self.watcher.watch(connection));
+        let connection = refused_head::watch(self.watcher.watch(connection), self.on_refused_head);
         let watched = std::pin::pin!(FirstRequestDeadline::until(connection, started, self.deadline));
         match watched.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 if e.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_parse) {
                     self.held.counters.malformed_heads.fetch_add(1, Ordering::Relaxed);
-                    if let Some(head) = refused.get() {
-                        (self.on_refused_head)(head);
-                    }
                 }
                 tracing::debug!(error = %e, "connection ended with an error");
             }
@@ -174,7 +171,7 @@ fn builder(settings: &ConnSettings) -> auto::Builder<TokioExecutor> {
 /// within the grace, and return (connections still open are dropped with the runtime). With
 /// `tls`, every connection is a TLS one: the handshake runs in the connection's own task (never
 /// in the accept loop) and spends from the same deadline as the first request. A request head
-/// hyper refused (no handler saw it) is told to `on_refused_head` once its connection ended.
+/// hyper refused (no handler saw it) is told to `on_refused_head` as its answer is built.
 pub async fn serve<H, Fut, B>(
     listener: TcpListener,
     settings: ConnSettings,

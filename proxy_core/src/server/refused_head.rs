@@ -1,14 +1,14 @@
-//! A request head hyper refused, carried from its answer to the connection's owner.
+//! A request head hyper refused, carried from its answer to the connection's observer.
 //!
 //! hyper answers a head it cannot parse before any handler runs, through the process-wide hook
 //! `set_parse_error_answer`, which is told nothing of the connection. So that such a request
-//! still reaches the access log under the request id its answer carried, the answer notes what
-//! it said in a slot of the task serving the connection (`note`), and `Conn::serve` hands the
-//! slot's content to its observer once the connection has ended. A connection ends after its
-//! first refused head, so a slot holds at most one.
+//! still reaches the access log and the refusal counts under the request id its answer carried,
+//! the task serving each connection holds its observer (`watch`), and the answer tells it what
+//! it said (`note`). That happens while the answer is built, before a byte of it is written: a
+//! client that has read the answer finds the refusal counted.
 
 use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::error::ErrorKind;
 
@@ -21,59 +21,71 @@ pub struct RefusedHead {
     pub ts: f64,
 }
 
-/// Told of every refused head, after its connection ended.
+/// Told of every refused head, as its answer is built.
 pub type OnRefusedHead = Arc<dyn Fn(&RefusedHead) + Send + Sync>;
 
-type Slot = Arc<OnceLock<RefusedHead>>;
-
 tokio::task_local! {
-    static SLOT: Slot;
+    static OBSERVER: OnRefusedHead;
 }
 
-/// Note the refusal in the slot of the connection this task serves; outside `watch` (the hook
-/// called on its own) it goes nowhere.
-pub fn note(head: RefusedHead) {
-    // A second refusal on one connection cannot happen (hyper closes it after the first); if it
-    // did, the first stays.
-    let _ = SLOT.try_with(|slot| slot.set(head));
+/// Tell the observer of the connection this task serves; outside `watch` (the hook called on
+/// its own) it goes nowhere.
+pub fn note(head: &RefusedHead) {
+    let _ = OBSERVER.try_with(|observer| observer(head));
 }
 
-/// Serve `connection` so that `note` reaches the slot returned beside it.
-pub fn watch<F: Future>(connection: F) -> (impl Future<Output = F::Output>, Slot) {
-    let slot = Slot::default();
-    (SLOT.scope(slot.clone(), connection), slot)
+/// Serve `connection` so that `note` reaches `observer`.
+pub fn watch<F: Future>(connection: F, observer: OnRefusedHead) -> impl Future<Output = F::Output> {
+    OBSERVER.scope(observer, connection)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
 
     fn head(id: &str) -> RefusedHead {
         RefusedHead { request_id: id.into(), kind: ErrorKind::InvalidRequest, ts: 1.0 }
     }
 
-    #[tokio::test]
-    async fn a_note_reaches_the_slot_of_its_own_connection_only() {
-        let (first, first_slot) = watch(async { note(head("req_a")) });
-        let (second, second_slot) = watch(async {});
-        let (_, ()) = tokio::join!(first, second);
-        assert_eq!(first_slot.get().map(|h| &*h.request_id), Some("req_a"));
-        assert!(second_slot.get().is_none());
+    /// An observer, and what it was told.
+    fn recorder() -> (OnRefusedHead, Arc<Mutex<Vec<String>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let observer: OnRefusedHead = Arc::new(move |h| record.lock().unwrap().push(h.request_id.to_string()));
+        (observer, seen)
     }
 
     #[tokio::test]
-    async fn a_note_across_an_await_still_reaches_its_slot() {
-        let (connection, slot) = watch(async {
-            tokio::task::yield_now().await;
-            note(head("req_b"));
-            note(head("req_c"));
-        });
+    async fn a_note_reaches_the_observer_of_its_own_connection_only() {
+        let (first_observer, first) = recorder();
+        let (second_observer, second) = recorder();
+        let one = watch(async { note(&head("req_a")) }, first_observer);
+        let two = watch(async {}, second_observer);
+        tokio::join!(one, two);
+        assert_eq!(*first.lock().unwrap(), ["req_a"]);
+        assert!(second.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_note_across_an_await_reaches_the_observer_at_once() {
+        let (observer, seen) = recorder();
+        let told = seen.clone();
+        let connection = watch(
+            async move {
+                tokio::task::yield_now().await;
+                note(&head("req_b"));
+                // Told before the connection goes on (before its answer is written).
+                assert_eq!(*told.lock().unwrap(), ["req_b"]);
+            },
+            observer,
+        );
         tokio::spawn(connection).await.unwrap();
-        assert_eq!(slot.get().map(|h| &*h.request_id), Some("req_b"));
+        assert_eq!(*seen.lock().unwrap(), ["req_b"]);
     }
 
     #[test]
     fn a_note_outside_a_connection_goes_nowhere() {
-        note(head("req_d"));
+        note(&head("req_d"));
     }
 }
