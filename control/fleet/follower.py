@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import select
+import socket
 import threading
 from datetime import datetime
 from typing import Any
@@ -52,6 +53,9 @@ class Follower:
         # Drills this core holds because of the database: id -> (pool, member, ends_at).
         self._held: dict[str, _HeldDrill] = {}
         self.refused: tuple[int, str] | None = None
+        # Written by `wake`: the wait on the LISTEN connection ends at once when the jobs stop,
+        # not up to a heartbeat later (a stopping replica would otherwise sit out the wait).
+        self._waker: tuple[socket.socket, socket.socket] | None = None
 
     def sync(self, notes: list[dict[str, Any]] | None = None) -> None:
         """Bring the core to what is committed: config version, then drills. `notes` are the
@@ -107,6 +111,22 @@ class Follower:
 
     def run(self, stop: threading.Event) -> None:
         period = self._ctx.settings.fleet.heartbeat_ms / 1000
+        waker = self._waker = socket.socketpair()
+        try:
+            self._follow(stop, period)
+        finally:
+            self._waker = None
+            for end in waker:
+                end.close()
+
+    def wake(self) -> None:
+        """End the current wait (the jobs are stopping: `run` then sees its stop event)."""
+        waker = self._waker
+        if waker is not None:
+            with contextlib.suppress(OSError):
+                waker[1].send(b"\0")
+
+    def _follow(self, stop: threading.Event, period: float) -> None:
         while not stop.is_set():
             conn = self._listen()
             try:
@@ -117,7 +137,8 @@ class Follower:
                         stop.wait(period)
                     elif not self._wait(conn, period, notes):
                         break  # the connection failed: listen again
-                    self.sync(notes)
+                    if not stop.is_set():
+                        self.sync(notes)
             except Exception:
                 log.exception("following the fleet failed; retrying")
                 stop.wait(RECONNECT_S)
@@ -141,8 +162,11 @@ class Follower:
         """Wait up to `timeout` for notifications, collected in `notes`; False if the
         connection is gone."""
         try:
-            readable, _, _ = select.select([conn.fileno()], [], [], timeout)
-            if readable:
+            waiting_on = [conn.fileno()]
+            if self._waker is not None:
+                waiting_on.append(self._waker[0].fileno())
+            readable, _, _ = select.select(waiting_on, [], [], timeout)
+            if conn.fileno() in readable:
                 # Every pending notification: one sync covers them all.
                 for note in conn.notifies(timeout=0):
                     try:

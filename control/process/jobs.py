@@ -64,6 +64,7 @@ class BackgroundJobs:
         # Wake the jobs asleep until their next due time.
         self._ctx.prices_changed.set()
         self._ctx.drills_changed.set()
+        self.follower.wake()
         for thread in reversed(self._threads):
             thread.join()
         self._threads.clear()

@@ -4,12 +4,17 @@ its own read of the database."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
 import sqlalchemy as sa
 
 from control.bridge.state import ControlState
 from control.drills.models import Drill
+from control.fleet.channel import channel_name
 from control.fleet.follower import Follower
 from control.timeutil import utcnow
 from tests.control.helpers import Api, Harness
@@ -70,3 +75,34 @@ def test_the_follower_applies_what_peers_committed(harness: Harness, admin: Api)
     follower.sync()
     assert harness.bridge.core_version == version + 1
     assert follower.refused is None
+
+
+def test_a_stopping_follower_ends_its_wait_at_once(
+    harness_factory: Callable[..., Harness], database_url: str
+) -> None:
+    """Waiting on its LISTEN connection for up to a heartbeat (a minute here), the follower
+    returns as soon as it is woken: a stopping replica does not sit out the wait."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("the follower listens on PostgreSQL only")
+    harness = harness_factory(SLUICEGATE_FLEET_HEARTBEAT_MS="60000")
+    follower = Follower(harness.ctx, channel_name("sgtest_follower_wake"))
+    stop = threading.Event()
+    thread = threading.Thread(target=follower.run, args=(stop,))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while follower._waker is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # into its wait
+        assert thread.is_alive()
+        stop.set()
+        started = time.monotonic()
+        follower.wake()
+        thread.join(5)
+        assert not thread.is_alive()
+        assert time.monotonic() - started < 2
+        assert follower._waker is None  # its sockets closed
+    finally:
+        stop.set()
+        follower.wake()
+        thread.join(5)
