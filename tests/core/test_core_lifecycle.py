@@ -43,6 +43,20 @@ def test_start_stop_restart_leaks_no_threads() -> None:
     core.stop(0.1)  # stopping a stopped core is a no-op
 
 
+def test_an_idle_keep_alive_connection_does_not_hold_the_stop() -> None:
+    """A pooled client's idle connection is closed at once by the stop (a clean close it can
+    see), not lingered on: the stop returns long before its grace."""
+    core = _core.Core(workers=1)
+    core.apply_config(1, minimal_config().payload())
+    address = core.start("127.0.0.1:0")
+    with httpx.Client(base_url=f"http://{address}") as client:
+        assert client.get("/v1/models").status_code == 401  # the connection now idles
+        started = time.monotonic()
+        core.stop(20.0)
+        assert time.monotonic() - started < 5
+        assert not core.running
+
+
 def test_double_start_and_bad_addresses_raise_typed_errors() -> None:
     core = _core.Core(workers=1)
     address = core.start("127.0.0.1:0")

@@ -8,6 +8,11 @@
 //! libraries) then sees EPIPE or "connection reset" instead of the answer. Draining first lets
 //! it read the answer. The bounds keep a client from holding the socket: it gets at most
 //! `LINGER_TIME` and `LINGER_BYTES`, and the connection's permit stays held meanwhile.
+//!
+//! Once the server is stopping, a closing connection drains only what the client has already
+//! sent and closes at the first wait: graceful shutdown closes every idle keep-alive
+//! connection, whose client (any pooling SDK, any load balancer) sends nothing and keeps its
+//! end open, so lingering on it would hold the stop for `LINGER_TIME` for no answer at all.
 
 use std::future::Future;
 use std::io;
@@ -18,6 +23,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
+
+use super::StopSignal;
 
 /// Longest time a closing connection keeps reading what the client still sends.
 pub const LINGER_TIME: Duration = Duration::from_secs(3);
@@ -30,6 +37,8 @@ enum Closing {
     Lingering {
         deadline: Pin<Box<Sleep>>,
         drained: u64,
+        /// Ready once the server is stopping.
+        stopping: Pin<Box<dyn Future<Output = ()> + Send>>,
     },
     Closed,
 }
@@ -38,16 +47,18 @@ enum Closing {
 pub struct LingeringStream {
     inner: TcpStream,
     closing: Closing,
+    /// The server's stop signal (see the module comment).
+    stop: StopSignal,
 }
 
 impl LingeringStream {
-    pub fn new(inner: TcpStream) -> Self {
-        Self { inner, closing: Closing::Open }
+    pub fn new(inner: TcpStream, stop: StopSignal) -> Self {
+        Self { inner, closing: Closing::Open, stop }
     }
 
     /// Drain what the client still sends; `Ready` when the lingering is over.
     fn poll_linger(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let Closing::Lingering { deadline, drained } = &mut self.closing else {
+        let Closing::Lingering { deadline, drained, stopping } = &mut self.closing else {
             return Poll::Ready(());
         };
         let mut scratch = [0u8; 8192];
@@ -60,6 +71,7 @@ impl LingeringStream {
                 Poll::Ready(Ok(())) if buf.filled().is_empty() => return Poll::Ready(()),
                 Poll::Ready(Ok(())) => *drained += buf.filled().len() as u64,
                 Poll::Ready(Err(_)) => return Poll::Ready(()),
+                Poll::Pending if stopping.as_mut().poll(cx).is_ready() => return Poll::Ready(()),
                 Poll::Pending => return Poll::Pending,
             }
         }
@@ -100,7 +112,12 @@ impl AsyncWrite for LingeringStream {
                 Closing::Open => {
                     ready!(Pin::new(&mut this.inner).poll_shutdown(cx))?;
                     let deadline = Box::pin(tokio::time::sleep(LINGER_TIME));
-                    this.closing = Closing::Lingering { deadline, drained: 0 };
+                    let mut stop = this.stop.clone();
+                    let stopping = Box::pin(async move {
+                        // A dropped sender: the server is gone, so it is stopping too.
+                        let _ = stop.wait_for(Option::is_some).await;
+                    });
+                    this.closing = Closing::Lingering { deadline, drained: 0, stopping };
                 }
                 Closing::Lingering { .. } => {
                     ready!(this.poll_linger(cx));
@@ -117,17 +134,20 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
+    use tokio::sync::watch;
 
-    async fn pair() -> (LingeringStream, TcpStream) {
+    /// A server end, its client, and the server's stop signal (dropping it stops the server).
+    async fn pair() -> (LingeringStream, TcpStream, watch::Sender<Option<Duration>>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
         let (server, _) = listener.accept().await.unwrap();
-        (LingeringStream::new(server), client)
+        let (stop, stop_rx) = watch::channel(None);
+        (LingeringStream::new(server, stop_rx), client, stop)
     }
 
     #[tokio::test]
     async fn shutdown_drains_what_the_client_still_sends_so_it_can_read_the_answer() {
-        let (mut server, mut client) = pair().await;
+        let (mut server, mut client, _stop) = pair().await;
         // The client is mid-upload when the server answers and closes.
         let writer = tokio::spawn(async move {
             let chunk = vec![b'x'; 64 * 1024];
@@ -150,10 +170,42 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn lingering_ends_at_its_deadline_when_the_client_keeps_the_socket_open() {
-        let (mut server, _client) = pair().await;
+        let (mut server, _client, _stop) = pair().await;
         let started = tokio::time::Instant::now();
         server.shutdown().await.unwrap();
         assert!(started.elapsed() >= LINGER_TIME);
         assert!(started.elapsed() < LINGER_TIME + Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn a_stopping_server_closes_an_idle_connection_without_lingering() {
+        // An idle keep-alive client: it sends nothing and keeps its end open.
+        let (mut server, mut client, stop) = pair().await;
+        let started = std::time::Instant::now();
+        let closing = tokio::spawn(async move {
+            server.shutdown().await.unwrap();
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!closing.is_finished(), "it lingers while the server serves");
+        stop.send(Some(Duration::from_secs(30))).unwrap();
+        closing.await.unwrap();
+        assert!(started.elapsed() < LINGER_TIME / 2, "took {:?}", started.elapsed());
+        // The client sees a clean end of stream, not a reset.
+        let mut rest = Vec::new();
+        assert_eq!(client.read_to_end(&mut rest).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_stopping_server_still_drains_what_the_client_already_sent() {
+        let (mut server, mut client, stop) = pair().await;
+        stop.send(Some(Duration::from_secs(30))).unwrap();
+        client.write_all(&[b'x'; 32 * 1024]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        server.write_all(b"HTTP/1.1 413 Payload Too Large\r\n\r\n").await.unwrap();
+        server.shutdown().await.unwrap();
+        drop(server);
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 413"));
     }
 }

@@ -228,7 +228,7 @@ pub async fn serve<H, Fut, B>(
             on_refused_head: on_refused_head.clone(),
         };
         let handler = handler.clone();
-        let stream = LingeringStream::new(stream);
+        let stream = LingeringStream::new(stream, stop.clone());
         match &tls {
             None => {
                 tokio::spawn(conn.serve(stream, handler));
