@@ -49,7 +49,7 @@ demo: build-release
 lint: build-dev
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
-	cargo clippy --all-targets --features python -- -D warnings
+	cargo clippy --all-targets --features python,bench -- -D warnings
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -94,8 +94,12 @@ fleet-tools:
 # clone); the fleet (three replicas, a load balancer, Redis stopped for 20 s), the browser and
 # the packaging checks are their own targets, which `make ci` (what `.ci/run` runs) adds.
 SPLIT_SUITES := tests/fleet tests/package tests/image tests/console/test_browser.py
+# On two workers (pytest-xdist): most tests wait on the real processes they start. Each worker
+# is a test session of its own (its own PostgreSQL schema, temp dirs and port-0 listeners); the
+# split suites, which take fixed ports and the machine's whole CPU, stay on one.
+PYTEST_WORKERS ?= 2
 test-python: build-dev promtool
-	$(BIN)/pytest -q $(addprefix --ignore=,$(SPLIT_SUITES))
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) $(addprefix --ignore=,$(SPLIT_SUITES))
 
 test-fleet: build-dev fleet-tools
 	$(BIN)/pytest -q tests/fleet

@@ -2,7 +2,7 @@
 //! of a whole answer, the usage event's JSON, a request's two journal records, the SSE tap (plain
 //! and translating between APIs), a limiter check over 10k keys, and an admission lane push/pop.
 //! Run with
-//! `cargo bench -p proxy_core`.
+//! `cargo bench -p proxy_core --features bench`.
 
 use std::sync::Arc;
 

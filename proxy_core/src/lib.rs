@@ -48,6 +48,9 @@ pub mod usage;
 #[cfg(feature = "python")]
 mod py;
 
+#[cfg(test)]
+mod layering_tests;
+
 /// Cases per property test: `PROPTEST_CASES` when set (longer runs: `make proptest`), else the
 /// test's own bound, small enough for `make test`.
 #[cfg(test)]

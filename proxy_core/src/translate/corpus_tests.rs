@@ -1,13 +1,13 @@
-//! The translation corpus (`translation_corpus.json`): request/response pairs in both directions,
+//! The translation corpus (`corpus.json`): request/response pairs in both directions,
 //! each checked field by field. A case may hold a request and the upstream request it becomes,
 //! an upstream answer and the client answer, an upstream event stream and the client events, an
 //! upstream error body and the client's, and requests refused with the field they name.
 
+use super::{translate_error, translate_request, translate_whole, StreamTranslator, Translation};
 use bytes::BytesMut;
 use serde_json::Value;
-use sluicegate_core::translate::{translate_error, translate_request, translate_whole, StreamTranslator, Translation};
 
-const CORPUS: &str = include_str!("translation_corpus.json");
+const CORPUS: &str = include_str!("corpus.json");
 
 /// Every path where `actual` differs from `expected`, with both values.
 fn differences(path: &str, expected: &Value, actual: &Value, out: &mut Vec<String>) {

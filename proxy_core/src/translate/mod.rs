@@ -17,6 +17,9 @@ mod response;
 mod stream;
 mod vocab;
 
+#[cfg(test)]
+mod corpus_tests;
+
 pub use request::translate_request;
 pub use response::{translate_error, translate_whole};
 pub use stream::StreamTranslator;
