@@ -8,9 +8,10 @@ gateway's own work (key check, routing, limits, metering, the usage event, metri
 
 Each system runs alone on the proxy's CPU, wrk and an instant nginx upstream on the other; the
 same chat request for all; interleaved rounds at c=16 and c=64; each point's CPU per request
-from the system's own CPU time over the requests wrk counted. The relay runs on one worker
-thread (as the data plane does with `core.workers = 1`) and on tokio's single-threaded
-scheduler.
+from the system's own CPU time over the requests wrk counted. The relay runs on tokio's
+multi-threaded scheduler with one worker thread (as the data plane did with `core.workers = 1`
+until 2026-12-07) and on its single-threaded scheduler (as the data plane does with one worker
+since).
 
     python -m bench.floor [--rounds 3] [--seconds 6]
 """
