@@ -190,14 +190,10 @@ mod tests {
         threads_named(name)
     }
 
-    struct Run {
-        flavor: RuntimeFlavor,
-        serving_threads: usize,
-        threads_after_stop: usize,
-    }
-
-    /// A server that greets each connection, started with `workers` and stopped with a last step.
-    fn greet_and_stop(workers: usize, name: &str, threads: usize) -> Run {
+    /// A server that greets each connection, started with `workers` and stopped with a last
+    /// step: it serves on a thread per worker, runs the last step, leaves no thread behind, and
+    /// its runtime's flavour is returned.
+    fn serve_and_stop(workers: usize, name: &str) -> RuntimeFlavor {
         let flavor = Arc::new(std::sync::Mutex::new(None));
         let seen = flavor.clone();
         let served = Served::start(workers, name, None, "127.0.0.1:0", |listener, mut stop| async move {
@@ -221,34 +217,25 @@ mod tests {
             client.read_to_string(&mut greeting).expect("the greeting arrives");
             assert_eq!(greeting, "hi");
         }
-        let serving_threads = wait_for_threads(name, threads);
+        assert_eq!(wait_for_threads(name, workers), workers, "a thread per worker");
         let last_ran = Arc::new(AtomicBool::new(false));
         let flag = last_ran.clone();
         served.stop_with(Duration::from_secs(1), Some(async move { flag.store(true, Ordering::SeqCst) }));
         assert!(last_ran.load(Ordering::SeqCst), "the last step runs before the runtime is shut down");
+        // A joined thread leaves /proc a moment after its join returns.
+        assert_eq!(wait_for_threads(name, 0), 0, "no thread outlives the stop");
         let flavor = flavor.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-        Run {
-            flavor: flavor.expect("the server ran"),
-            serving_threads,
-            // A joined thread leaves /proc a moment after its join returns.
-            threads_after_stop: wait_for_threads(name, 0),
-        }
+        flavor.expect("the server ran")
     }
 
     #[test]
     fn one_worker_is_a_single_threaded_runtime_on_a_thread_joined_on_stop() {
-        let run = greet_and_stop(1, "sg-rt-one", 1);
-        assert_eq!(run.flavor, RuntimeFlavor::CurrentThread);
-        assert_eq!(run.serving_threads, 1, "one thread drives the runtime");
-        assert_eq!(run.threads_after_stop, 0, "no thread outlives the stop");
+        assert_eq!(serve_and_stop(1, "sg-rt-one"), RuntimeFlavor::CurrentThread);
     }
 
     #[test]
     fn several_workers_share_the_multi_threaded_scheduler_and_are_joined_on_stop() {
-        let run = greet_and_stop(2, "sg-rt-two", 2);
-        assert_eq!(run.flavor, RuntimeFlavor::MultiThread);
-        assert_eq!(run.serving_threads, 2, "a worker thread each");
-        assert_eq!(run.threads_after_stop, 0, "no thread outlives the stop");
+        assert_eq!(serve_and_stop(2, "sg-rt-two"), RuntimeFlavor::MultiThread);
     }
 
     #[test]
