@@ -57,6 +57,24 @@ def test_an_idle_keep_alive_connection_does_not_hold_the_stop() -> None:
         assert not core.running
 
 
+def test_an_idle_http2_connection_its_client_does_not_read_does_not_hold_the_stop() -> None:
+    """hyper closes a stopping HTTP/2 connection once its client acknowledges a PING; a
+    synchronous client does not read its pooled connection between calls, so it never does. The
+    stop gives such a connection a second, then closes it, instead of waiting out the grace. (A
+    request in flight is waited for: `proxy_core/src/server/mod.rs`'s tests, with hyper's client,
+    whose HTTP/2 takes the graceful GOAWAY and PING that httpx's fails its open streams on.)"""
+    core = _core.Core(workers=1)
+    core.apply_config(1, minimal_config().payload())
+    address = core.start("127.0.0.1:0")
+    with httpx.Client(base_url=f"http://{address}", http1=False, http2=True) as client:
+        answer = client.get("/v1/models")
+        assert (answer.status_code, answer.http_version) == (401, "HTTP/2")
+        started = time.monotonic()
+        core.stop(20.0)
+        assert time.monotonic() - started < 5
+        assert not core.running
+
+
 def test_double_start_and_bad_addresses_raise_typed_errors() -> None:
     core = _core.Core(workers=1)
     address = core.start("127.0.0.1:0")

@@ -1,9 +1,10 @@
 //! The data plane's accept loop: connection caps (in all and per client address), TCP_NODELAY, HTTP/1.1 and h2 on one port, a deadline from accept to the
 //! first request (a TLS handshake included), the header-read timeout, lingering close, and graceful
-//! drain on stop.
+//! drain on stop (a connection with nothing in flight is closed soon after the stop).
 
 mod client_caps;
 mod first_request;
+mod idle_close;
 mod linger;
 pub mod refused_head;
 
@@ -28,6 +29,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use first_request::{FirstRequestDeadline, NoRequestInTime, Started};
+use idle_close::{CloseWhenIdle, CountedBody, InFlight, Stopping, CLOSE_WAIT};
 use refused_head::OnRefusedHead;
 
 use crate::tls::Tls;
@@ -60,6 +62,7 @@ struct Conn {
     deadline: tokio::time::Instant,
     held: Held,
     on_refused_head: OnRefusedHead,
+    stopping: Stopping,
 }
 
 impl Conn {
@@ -68,26 +71,37 @@ impl Conn {
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
         H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
         Fut: Future<Output = Result<Response<B>, Infallible>> + Send + 'static,
-        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let started = Started::default();
+        let in_flight = InFlight::default();
         let service = {
             let started = started.clone();
+            let in_flight = in_flight.clone();
             // The request's future is boxed: hyper keeps its slot for the service's future
             // (sized to it) for the connection's whole life, and the handler's is over 6 KiB,
             // so unboxed every open stream would carry it long after its future finished.
             service_fn(move |req| {
                 started.mark();
-                Box::pin(handler(req))
+                let answering = in_flight.begin();
+                let answer = handler(req);
+                Box::pin(async move {
+                    let response = answer.await?;
+                    Ok::<_, Infallible>(response.map(|body| CountedBody::new(body, answering)))
+                })
             })
         };
         let connection = self.builder.serve_connection(TokioIo::new(io), service).into_owned();
         // Pinned here, not moved into the await: the connection (and its socket) is dropped
         // only after its outcome is counted, so a client that sees the close sees the count.
         let connection = refused_head::watch(self.watcher.watch(connection), self.on_refused_head);
-        let watched = std::pin::pin!(FirstRequestDeadline::until(connection, started, self.deadline));
-        match watched.await {
+        let watched = FirstRequestDeadline::until(connection, started, self.deadline);
+        // Once the server stops, a connection with nothing in flight is given `CLOSE_WAIT` to
+        // close itself, then dropped (`idle_close.rs`: an HTTP/2 client that does not read
+        // would hold the stop for the whole grace).
+        let watched = std::pin::pin!(CloseWhenIdle::new(watched, self.stopping, in_flight, CLOSE_WAIT));
+        match watched.await.unwrap_or(Ok(Ok(()))) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 if e.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_parse) {
@@ -183,13 +197,14 @@ pub async fn serve<H, Fut, B>(
 ) where
     H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Result<Response<B>, Infallible>> + Send + 'static,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let builder = Arc::new(builder(&settings));
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(settings.max_connections));
     let client_caps = ClientCaps::new(settings.max_connections_per_client);
+    let stopping = Stopping::default();
     loop {
         let permit = tokio::select! {
             permit = permits.clone().acquire_owned() => match permit {
@@ -226,6 +241,7 @@ pub async fn serve<H, Fut, B>(
             deadline: tokio::time::Instant::now() + settings.header_read_timeout,
             held: Held { counters: counters.clone(), _place: place, _permit: permit },
             on_refused_head: on_refused_head.clone(),
+            stopping: stopping.clone(),
         };
         let handler = handler.clone();
         let stream = LingeringStream::new(stream, stop.clone());
@@ -246,11 +262,89 @@ pub async fn serve<H, Fut, B>(
         }
     }
     drop(listener);
+    // Before the graceful shutdown wakes every connection, so each sees it is stopping.
+    stopping.set();
     let grace = (*stop.borrow()).unwrap_or(Duration::ZERO);
     tokio::select! {
         _ = graceful.shutdown() => {}
         _ = tokio::time::sleep(grace) => {
             tracing::info!(grace_ms = grace.as_millis() as u64, "grace period over; closing remaining connections");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::{BodyExt, Full};
+    use tokio::net::TcpStream;
+
+    /// A server whose answers take `x-delay-ms`, its address, its stop signal and its task.
+    async fn start() -> (SocketAddr, watch::Sender<Option<Duration>>, tokio::task::JoinHandle<()>) {
+        let listener = TcpListener::from_std(bind("127.0.0.1:0".parse().expect("an address")).expect("bind"))
+            .expect("a tokio listener");
+        let addr = listener.local_addr().expect("its address");
+        let (stop, stop_rx) = watch::channel(None);
+        let handler = |req: Request<Incoming>| async move {
+            let delay = req.headers().get("x-delay-ms").and_then(|v| v.to_str().ok()?.parse().ok()).unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"answered"))))
+        };
+        let on_refused_head: OnRefusedHead = Arc::new(|_| {});
+        let settings = ConnSettings::default();
+        let serving = serve(listener, settings, Arc::default(), None, handler, on_refused_head, stop_rx);
+        (addr, stop, tokio::spawn(serving))
+    }
+
+    async fn h2_client(addr: SocketAddr) -> hyper::client::conn::http2::SendRequest<Full<Bytes>> {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        let (sender, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await.expect("h2");
+        tokio::spawn(connection);
+        sender
+    }
+
+    fn request(delay_ms: u64) -> Request<Full<Bytes>> {
+        Request::builder()
+            .uri("http://localhost/")
+            .header("x-delay-ms", delay_ms.to_string())
+            .body(Full::default())
+            .expect("a request")
+    }
+
+    #[tokio::test]
+    async fn an_h2_request_in_flight_at_the_stop_is_answered_and_waited_for() {
+        let (addr, stop, serving) = start().await;
+        let mut client = h2_client(addr).await;
+        let slow = CLOSE_WAIT * 2;
+        let answering = tokio::spawn(client.send_request(request(slow.as_millis() as u64)));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let stopped = std::time::Instant::now();
+        stop.send_replace(Some(Duration::from_secs(20)));
+        let answer = answering.await.expect("joined").expect("answered despite the stop");
+        let body = answer.into_body().collect().await.expect("the whole body").to_bytes();
+        assert_eq!(body, Bytes::from_static(b"answered"));
+        serving.await.expect("the server ends");
+        let took = stopped.elapsed();
+        assert!(took >= slow - Duration::from_millis(150), "{took:?}");
+        assert!(took < Duration::from_secs(10), "{took:?}");
+    }
+
+    #[tokio::test]
+    async fn an_idle_h2_connection_whose_client_does_not_read_ends_soon_after_the_stop() {
+        let (addr, stop, serving) = start().await;
+        // The preface, an empty SETTINGS frame and one request (`GET /`, HPACK by hand), then
+        // nothing is read or written: the answer, the GOAWAY and the PING go unread.
+        let mut idle = TcpStream::connect(addr).await.expect("connect");
+        let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+        let headers = b"\0\0\x0e\x01\x05\0\0\0\x01\x82\x86\x84\x41\x09localhost";
+        tokio::io::AsyncWriteExt::write_all(&mut idle, &[&preface[..], &headers[..]].concat()).await.expect("sent");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let stopped = std::time::Instant::now();
+        stop.send_replace(Some(Duration::from_secs(20)));
+        serving.await.expect("the server ends");
+        let took = stopped.elapsed();
+        assert!(took >= CLOSE_WAIT, "given its close wait first: {took:?}");
+        assert!(took < CLOSE_WAIT + Duration::from_secs(2), "{took:?}");
     }
 }
