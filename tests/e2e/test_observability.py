@@ -149,13 +149,20 @@ def test_status_and_doctor_read_like_tables(
     (row,) = [line for line in text.splitlines() if line.strip().startswith("1h")][:1]
     assert triple(hour["ttft_ms"]) in row and triple(hour["tpot_ms"]) in row
 
+    # The doctor's windows slide with the clock, so its verdict may change between two calls
+    # (traffic leaving the recent window): the text must say what the API said just before it
+    # or just after it.
+    before = json.loads(run(admin, token, "doctor", "--json").stdout)
     doctor = run(admin, token, "doctor", "--verbose")
+    after = json.loads(run(admin, token, "doctor", "--json").stdout)
     assert doctor.returncode == 0, doctor.stderr
     assert "the last 20 s against the 30 s before" in doctor.stdout
-    answer = json.loads(run(admin, token, "doctor", "--json").stdout)
-    (pool,) = answer["pools"]
-    verdict = pool["verdict"].replace("_", " ").upper()
-    assert f"pool sims: {verdict} (scale advice {pool['scale_advice']})" in doctor.stdout
+    headlines: set[str] = set()
+    for answer in (before, after):
+        (pool,) = answer["pools"]
+        verdict = pool["verdict"].replace("_", " ").upper()
+        headlines.add(f"pool sims: {verdict} (scale advice {pool['scale_advice']})")
+    assert any(line in doctor.stdout for line in headlines), (headlines, doctor.stdout)
     wider = json.loads(
         run(admin, token, "doctor", "--recent", "1m", "--baseline", "5m", "--json").stdout
     )
