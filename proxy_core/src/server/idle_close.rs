@@ -16,7 +16,10 @@
 //! load of the stopping flag each time the connection is polled. The stop is not awaited (a
 //! `watch` or `Notify` would take its waiters' lock at every poll of every connection): the
 //! graceful shutdown that follows the flag wakes every connection, and a stopping connection
-//! then looks at its count on a timer of its own.
+//! then looks at its count on a timer of its own, once each `CLOSE_WAIT`: a connection whose
+//! answers end closes by itself (HTTP/1.1, and HTTP/2 with a client that reads), so the timer
+//! serves only the silent HTTP/2 client, and 10,000 streams in flight at a stop cost 10,000
+//! wake-ups a second, not fifty times that.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,10 +34,9 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 
 /// How long a connection without requests in flight is given, after the stop, to close itself
-/// (a client that reads acknowledges the PING within a round trip, then hyper closes).
+/// (a client that reads acknowledges the PING within a round trip, then hyper closes); also how
+/// often a stopping connection with requests in flight looks at its count again.
 pub const CLOSE_WAIT: Duration = Duration::from_secs(1);
-/// How often a stopping connection with requests in flight looks at its count again.
-const RECHECK: Duration = Duration::from_millis(20);
 
 /// The requests of one connection whose answers are not done yet.
 #[derive(Clone, Default)]
@@ -113,7 +115,7 @@ enum Wait {
     None,
     /// Nothing was in flight when this began: the connection's `CLOSE_WAIT`.
     Idle(Pin<Box<Sleep>>),
-    /// Requests were in flight: look again shortly.
+    /// Requests were in flight: look again after `close_wait`.
     Busy(Pin<Box<Sleep>>),
 }
 
@@ -154,7 +156,7 @@ impl<F: Future> Future for CloseWhenIdle<F> {
                     continue;
                 }
                 Wait::None => {
-                    *this.wait = Wait::Busy(Box::pin(tokio::time::sleep(RECHECK)));
+                    *this.wait = Wait::Busy(Box::pin(tokio::time::sleep(*this.close_wait)));
                     continue;
                 }
                 Wait::Idle(sleep) | Wait::Busy(sleep) => sleep,
@@ -218,9 +220,10 @@ mod tests {
         assert!(!done.is_finished(), "not while an answer is in flight");
         drop(answering);
         assert!(done.await.expect("the wait ends").is_none(), "closed by the wait");
+        // The count is looked at each CLOSE_WAIT; once it is zero, a whole CLOSE_WAIT follows.
         let waited = started.elapsed();
         assert!(waited >= Duration::from_secs(15) + CLOSE_WAIT, "{waited:?}");
-        assert!(waited < Duration::from_secs(15) + CLOSE_WAIT + Duration::from_millis(100), "{waited:?}");
+        assert!(waited <= Duration::from_secs(15) + CLOSE_WAIT * 2 + Duration::from_millis(10), "{waited:?}");
     }
 
     #[tokio::test(start_paused = true)]
