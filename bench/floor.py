@@ -10,8 +10,9 @@ Each system runs alone on the proxy's CPU, wrk and an instant nginx upstream on 
 same chat request for all; interleaved rounds at c=16 and c=64; each point's CPU per request
 from the system's own CPU time over the requests wrk counted. The relay runs on tokio's
 multi-threaded scheduler with one worker thread (as the data plane did with `core.workers = 1`
-until 2026-12-07) and on its single-threaded scheduler (as the data plane does with one worker
-since).
+until 2026-12-07), on its single-threaded scheduler (as the data plane does with one worker
+since), and there with its upstream exchange written by hand in the request's task instead of
+through hyper_util's client (as the data plane reaches plain-HTTP members since 2026-12-07).
 
     python -m bench.floor [--rounds 3] [--seconds 6]
 """
@@ -44,12 +45,17 @@ def build_relay() -> Path:
     return RELAY
 
 
-def start_relay(workdir: Path, upstream: str, cpu: int | None, current_thread: bool) -> Proc:
-    name = "floor-relay-current-thread" if current_thread else "floor-relay"
-    args = [str(RELAY), f"127.0.0.1:{free_port()}", upstream]
-    if current_thread:
-        args.append("--current-thread")
-    return start(name, args, workdir, cpu)
+# Each relay variant: its flags.
+RELAYS = {
+    "relay": [],
+    "relay_current_thread": ["--current-thread"],
+    "relay_own_client": ["--current-thread", "--own-client"],
+}
+
+
+def start_relay(workdir: Path, upstream: str, cpu: int | None, name: str) -> Proc:
+    args = [str(RELAY), f"127.0.0.1:{free_port()}", upstream, *RELAYS[name]]
+    return start(f"floor-{name}", args, workdir, cpu)
 
 
 def _point(
@@ -86,8 +92,8 @@ def run(
         running.callback(nginx.stop)
         wait_port(f"127.0.0.1:{nginx_port}")
         targets = {"nginx": Target(f"http://127.0.0.1:{nginx_port}", "sim-model", None, nginx)}
-        for name, current_thread in (("relay", False), ("relay_current_thread", True)):
-            relay = start_relay(workdir, upstream_address, proxy_cpu, current_thread)
+        for name in RELAYS:
+            relay = start_relay(workdir, upstream_address, proxy_cpu, name)
             running.callback(relay.stop)
             url = wait_for_line(relay, r"listening on (http://\S+)").group(1)
             targets[name] = Target(url, "sim-model", None, relay)
@@ -131,6 +137,7 @@ NAMES = {
     "nginx": "nginx (`proxy_pass`, 1 worker)",
     "relay": "floor relay, 1 worker thread",
     "relay_current_thread": "floor relay, single-threaded scheduler",
+    "relay_own_client": "floor relay, single-threaded, its own HTTP/1 client",
     "data_plane": "data plane alone",
 }
 

@@ -11,8 +11,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, Uri};
-use http_body_util::Full;
-use hyper::body::Incoming;
 
 use super::context::RequestCtx;
 use super::relay::{RelayBody, RelayMode, Timers, Translating};
@@ -29,16 +27,10 @@ use crate::routing::{pick_member, Availability, MemberLease, RetryReason, Verdic
 use crate::sse::{SseTap, WholeBodyMeter};
 use crate::translate::{translate_request, StreamTranslator, Translation};
 use crate::upstream::headers::{client_response_headers, upstream_request_headers};
-use crate::upstream::ConnectTiming;
+use crate::upstream::{ConnectTiming, UpstreamError, UpstreamIncoming};
 use crate::usage::Outcome;
 
-fn upstream_request(
-    member: &Member,
-    uri: &Uri,
-    ctx: &RequestCtx,
-    body: Bytes,
-    attempt_span: u64,
-) -> Request<Full<Bytes>> {
+fn upstream_request(member: &Member, uri: &Uri, ctx: &RequestCtx, body: Bytes, attempt_span: u64) -> Request<Bytes> {
     let mut headers = upstream_request_headers(&ctx.client_headers, &member.pass_through, &member.headers);
     ctx.trace.write_upstream(&mut headers, attempt_span);
     if let Some((name, value)) = &member.credential {
@@ -50,17 +42,16 @@ fn upstream_request(
     if let Ok(id) = HeaderValue::from_str(&ctx.request_id) {
         headers.insert(X_REQUEST_ID, id);
     }
-    let mut req = Request::new(Full::new(body));
+    let mut req = Request::new(body);
     *req.method_mut() = Method::POST;
     *req.uri_mut() = uri.clone();
     *req.headers_mut() = headers;
     req
 }
 
-fn transport_error(e: &hyper_util::client::legacy::Error) -> (GatewayError, RetryReason) {
-    if e.is_connect() {
-        let text = format!("{e:?}");
-        if text.contains("timed out") || text.contains("TimedOut") {
+fn transport_error(e: &UpstreamError) -> (GatewayError, RetryReason) {
+    if let UpstreamError::Connect { timed_out, .. } = e {
+        if *timed_out {
             let error = GatewayError::new(ErrorKind::UpstreamConnectTimeout, "connecting to the upstream timed out");
             return (error, RetryReason::Connect);
         }
@@ -116,7 +107,7 @@ async fn enter_fallback(ctx: &RequestCtx, leg: &RouteLeg) -> Option<Permit> {
 
 /// An upstream answer kept while a retry is tried: relayed if the retries run out.
 struct Kept {
-    response: Response<Incoming>,
+    response: Response<UpstreamIncoming>,
     lease: MemberLease,
     member_index: usize,
     sent_at: Instant,
@@ -394,7 +385,7 @@ fn upstream_body(
 }
 
 /// How long the attempt's connection took to open, if the attempt opened it.
-fn connect_time(response: &Response<Incoming>, sent_at: Instant) -> Option<Duration> {
+fn connect_time(response: &Response<UpstreamIncoming>, sent_at: Instant) -> Option<Duration> {
     response.extensions().get::<ConnectTiming>().filter(|t| t.finished >= sent_at).map(|t| t.took)
 }
 
@@ -435,7 +426,7 @@ struct Attempt<'a> {
 }
 
 fn relay(
-    response: Response<Incoming>,
+    response: Response<UpstreamIncoming>,
     ctx: &RequestCtx,
     attempt: Attempt<'_>,
     mut guard: UsageGuard,

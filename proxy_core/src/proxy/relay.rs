@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
 use super::trace::UsageGuard;
@@ -21,6 +20,7 @@ use crate::error::{ErrorKind, GatewayError, Origin};
 use crate::routing::{MemberLease, Verdict};
 use crate::sse::{error_event, SseTap, WholeBodyMeter};
 use crate::translate::{translate_error, translate_whole, Translation, MAX_TRANSLATED_BODY};
+use crate::upstream::UpstreamIncoming;
 use crate::usage::Outcome;
 
 /// Largest upstream error body relayed; it is held whole to scrub the member's credential.
@@ -83,7 +83,7 @@ fn sleep_until(at: Option<std::time::Instant>) -> Option<Pin<Box<Sleep>>> {
 }
 
 pub struct RelayBody {
-    upstream: Incoming,
+    upstream: UpstreamIncoming,
     mode: RelayMode,
     idle_timeout: Duration,
     idle: Pin<Box<Sleep>>,
@@ -100,7 +100,7 @@ pub struct RelayBody {
 
 impl RelayBody {
     pub fn new(
-        upstream: Incoming,
+        upstream: UpstreamIncoming,
         mode: RelayMode,
         timers: Timers,
         guard: UsageGuard,

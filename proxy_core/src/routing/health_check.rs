@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 
 use crate::config::{HealthCheckConfig, Member, SnapshotCell};
 
@@ -18,7 +18,7 @@ async fn check(member: Arc<Member>, config: HealthCheckConfig) {
     let Some(uri) = member.health_uri.clone() else {
         return;
     };
-    let mut request = Request::new(Full::new(Bytes::new()));
+    let mut request = Request::new(Bytes::new());
     *request.method_mut() = Method::GET;
     *request.uri_mut() = uri;
     if let Some((name, value)) = &member.credential {

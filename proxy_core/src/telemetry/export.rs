@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Uri};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 
 use super::otlp;
 use super::span::{TraceRecord, Value};
@@ -171,7 +171,7 @@ impl Exporter {
     }
 
     fn post(&self, endpoint: &Uri, body: Vec<u8>) -> Result<(), String> {
-        let mut request = Request::new(Full::new(Bytes::from(body)));
+        let mut request = Request::new(Bytes::from(body));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = endpoint.clone();
         let headers = request.headers_mut();

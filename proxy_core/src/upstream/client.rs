@@ -1,6 +1,7 @@
-//! The pooled upstream client: HTTP/1.1 or HTTP/2, TLS through rustls, TCP_NODELAY, and a
-//! connector that stamps each new connection with how long it took to open, so a request can tell
-//! a fresh connect (and its cost) from a pooled one.
+//! The pooled upstream client of one member: plain-HTTP HTTP/1.1 through the gateway's own client
+//! (`http1`), TLS (whose ALPN may pick HTTP/2) and prior-knowledge HTTP/2 through hyper's, with
+//! rustls, TCP_NODELAY, and a connector that stamps each new connection with how long it took
+//! to open, so a request can tell a fresh connect (and its cost) from a pooled one.
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -10,7 +11,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::Uri;
+use http::uri::Scheme;
+use http::{Request, Response, Uri};
 use http_body_util::Full;
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder, MaybeHttpsStream};
@@ -20,37 +22,20 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 
+use super::error::UpstreamError;
 use super::guard::AddressGuard;
+use super::http1::Http1Client;
+use super::incoming::UpstreamIncoming;
+use super::reach::{not_allowed, reachable, Reach};
 
-pub type UpstreamBody = Full<Bytes>;
+/// A request's body: the gateway holds every request body whole before it forwards it.
+pub type UpstreamBody = Bytes;
 
 /// When a connection was opened and how long the TCP (and TLS) handshake took.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectTiming {
     pub finished: Instant,
     pub took: Duration,
-}
-
-/// What one member's connections may reach: the guard, and the member's port and flag.
-#[derive(Clone)]
-struct Reach {
-    guard: Arc<AddressGuard>,
-    /// The port the member's URL names: a resolver sees only the host.
-    port: u16,
-    internal: bool,
-}
-
-impl Reach {
-    fn refusal(&self, ip: IpAddr) -> Option<&'static str> {
-        self.guard.refusal(SocketAddr::new(ip, self.port), self.internal)
-    }
-}
-
-fn not_allowed(why: &str) -> std::io::Error {
-    std::io::Error::new(
-        std::io::ErrorKind::PermissionDenied,
-        format!("the upstream host resolves only to addresses it may not reach ({why})"),
-    )
 }
 
 /// Resolves host names and drops the addresses the member may not reach (see `guard`); fails
@@ -76,25 +61,6 @@ impl tower_service::Service<Name> for GuardedResolver {
         let resolving = self.inner.call(name);
         Box::pin(async move { reachable(&reach, resolving.await?).map(Vec::into_iter) })
     }
-}
-
-/// The resolved addresses the member may reach; an error naming why when the name resolved
-/// only to refused ones (a name may resolve to the metadata address, internal member or not).
-fn reachable(reach: &Reach, addrs: impl Iterator<Item = SocketAddr>) -> std::io::Result<Vec<SocketAddr>> {
-    let mut refused = None;
-    let allowed: Vec<SocketAddr> = addrs
-        .filter(|a| match reach.refusal(a.ip()) {
-            Some(why) => {
-                refused = Some(why);
-                false
-            }
-            None => true,
-        })
-        .collect();
-    if let (true, Some(why)) = (allowed.is_empty(), refused) {
-        return Err(not_allowed(why));
-    }
-    Ok(allowed)
 }
 
 /// Connects (checking literal addresses, which skip the resolver) and times the connect.
@@ -189,7 +155,10 @@ pub struct ClientSettings {
 }
 
 pub struct UpstreamClient {
-    client: Client<TimedConnector, UpstreamBody>,
+    http1: Http1Client,
+    /// Plain-HTTP requests go to `http1` unless the member speaks HTTP/2 by prior knowledge.
+    http1_for_plain: bool,
+    client: Client<TimedConnector, Full<Bytes>>,
 }
 
 impl UpstreamClient {
@@ -219,43 +188,32 @@ impl UpstreamClient {
             .timer(TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .http2_only(settings.http2_prior_knowledge);
-        Ok(Self { client: builder.build(TimedConnector { inner: https, reach }) })
+        Ok(Self {
+            http1: Http1Client::new(reach.clone(), settings.connect_timeout),
+            http1_for_plain: !settings.http2_prior_knowledge,
+            client: builder.build(TimedConnector { inner: https, reach }),
+        })
     }
 
-    pub fn request(&self, req: http::Request<UpstreamBody>) -> hyper_util::client::legacy::ResponseFuture {
-        self.client.request(req)
+    pub async fn request(&self, req: Request<UpstreamBody>) -> Result<Response<UpstreamIncoming>, UpstreamError> {
+        if self.http1_for_plain && req.uri().scheme() == Some(&Scheme::HTTP) {
+            let response = self.http1.send(req).await?;
+            return Ok(response.map(UpstreamIncoming::Http1));
+        }
+        match self.client.request(req.map(Full::new)).await {
+            Ok(response) => Ok(response.map(UpstreamIncoming::Hyper)),
+            Err(e) => Err(hyper_error(&e)),
+        }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn addrs(list: &[&str]) -> Vec<SocketAddr> {
-        list.iter().map(|a| a.parse().expect("a socket address")).collect()
+/// hyper's client error in the gateway's terms: its connect errors say "timed out" only in
+/// their text.
+fn hyper_error(e: &hyper_util::client::legacy::Error) -> UpstreamError {
+    let detail = format!("{e:?}");
+    if e.is_connect() {
+        let timed_out = detail.contains("timed out") || detail.contains("TimedOut");
+        return UpstreamError::Connect { timed_out, detail };
     }
-
-    #[test]
-    fn a_name_resolving_to_the_metadata_address_is_refused_even_for_internal_members() {
-        let guard = AddressGuard::new();
-        for internal in [false, true] {
-            let reach = Reach { guard: guard.clone(), port: 80, internal };
-            let only_metadata = addrs(&["169.254.169.254:80", "[::ffff:169.254.169.254]:80", "100.100.100.200:80"]);
-            let error = reachable(&reach, only_metadata.into_iter()).expect_err("metadata is never reached");
-            assert_eq!(error.kind(), std::io::ErrorKind::PermissionDenied);
-            assert!(error.to_string().contains("metadata"), "{error}");
-            // Beside an address it may reach, only that one is kept.
-            let mixed = addrs(&["169.254.169.254:80", "10.0.0.5:80"]);
-            assert_eq!(reachable(&reach, mixed.into_iter()).expect("one allowed"), addrs(&["10.0.0.5:80"]));
-        }
-    }
-
-    #[test]
-    fn a_name_resolving_to_the_gateways_own_listener_is_refused() {
-        let guard = AddressGuard::new();
-        guard.add_listeners(&addrs(&["0.0.0.0:8080"]));
-        let reach = Reach { guard, port: 8080, internal: true };
-        let error = reachable(&reach, addrs(&["127.0.0.1:8080", "[::1]:8080"]).into_iter()).expect_err("own listener");
-        assert!(error.to_string().contains("own listener"), "{error}");
-    }
+    UpstreamError::Exchange(detail)
 }
