@@ -1,12 +1,17 @@
 //! The idle connections of one upstream client, by authority: the most recently used one is
 //! taken first (its window and the upstream's caches are warm), the oldest is dropped when the
-//! stack is full, and one idle past `IDLE_TIMEOUT` is never handed out.
+//! stack is full, and one idle past `IDLE_TIMEOUT` is never handed out. A sweep every
+//! `SWEEP_EVERY` closes those past it and those the upstream closed, so a quiet pool does not
+//! hold the sockets of an upstream that hung up.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use tokio::net::TcpStream;
+// tokio's clock, which tests can pause; the same as std's in a build.
+use tokio::time::Instant;
 
 /// As long as hyper's pool kept an idle connection before (`pool_idle_timeout`).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -14,6 +19,7 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 const MAX_IDLE: usize = 1024;
 /// Authorities one client pools for (a member has one; its health check URL may name another).
 const MAX_AUTHORITIES: usize = 8;
+const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
 struct Idle {
     stream: TcpStream,
@@ -28,6 +34,8 @@ struct Stack {
 #[derive(Default)]
 pub struct IdlePool {
     stacks: Mutex<Vec<Stack>>,
+    /// The sweeping task runs (started by the first connection put back, on its runtime).
+    sweeping: AtomicBool,
 }
 
 /// Where a connection goes back to; `None` for an authority past `MAX_AUTHORITIES`.
@@ -65,10 +73,13 @@ impl IdlePool {
         }
     }
 
-    pub fn put(&self, slot: Slot, stream: TcpStream) {
+    pub fn put(self: &Arc<Self>, slot: Slot, stream: TcpStream) {
         let Some(slot) = slot else {
             return;
         };
+        if !self.sweeping.load(Ordering::Relaxed) && !self.sweeping.swap(true, Ordering::Relaxed) {
+            start_sweeping(Arc::downgrade(self));
+        }
         let Ok(mut stacks) = self.stacks.lock() else {
             return;
         };
@@ -81,10 +92,47 @@ impl IdlePool {
         stack.idle.push_back(Idle { stream, since: Instant::now() });
     }
 
+    /// Closes the idle connections past `IDLE_TIMEOUT` and those the upstream has closed.
+    fn sweep(&self) {
+        let now = Instant::now();
+        let mut closed = Vec::new();
+        if let Ok(mut stacks) = self.stacks.lock() {
+            for stack in stacks.iter_mut() {
+                let (keep, gone): (VecDeque<Idle>, VecDeque<Idle>) = stack
+                    .idle
+                    .drain(..)
+                    .partition(|i| now.saturating_duration_since(i.since) < IDLE_TIMEOUT && still_open(&i.stream));
+                stack.idle = keep;
+                closed.extend(gone);
+            }
+        }
+        // Closed outside the lock.
+        drop(closed);
+    }
+
     #[cfg(test)]
     pub fn idle_count(&self) -> usize {
         self.stacks.lock().map_or(0, |s| s.iter().map(|s| s.idle.len()).sum())
     }
+}
+
+/// Sweeps the pool until it is dropped (or its runtime stops).
+fn start_sweeping(pool: Weak<IdlePool>) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        let mut tick = tokio::time::interval(SWEEP_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let Some(pool) = pool.upgrade() else {
+                return;
+            };
+            pool.sweep();
+        }
+    });
 }
 
 /// An idle connection the upstream has closed (or written to unasked) is readable: reading it
@@ -109,7 +157,7 @@ mod tests {
     #[tokio::test]
     async fn the_last_returned_open_connection_is_taken_and_a_closed_one_is_skipped() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let pool = IdlePool::default();
+        let pool = Arc::new(IdlePool::default());
         let slot = pool.slot("a:1");
         assert_eq!(pool.slot("a:1"), slot);
         let (first, _first_server) = pair(&listener).await;
@@ -128,7 +176,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_the_upstream_wrote_to_unasked_is_not_reused() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let pool = IdlePool::default();
+        let pool = Arc::new(IdlePool::default());
         let slot = pool.slot("a:1");
         let (client, mut server) = pair(&listener).await;
         pool.put(slot, client);
@@ -136,6 +184,24 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(pool.take(slot).is_none());
         assert_eq!(pool.idle_count(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_sweep_closes_what_the_upstream_closed_and_what_idled_too_long() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let pool = Arc::new(IdlePool::default());
+        let slot = pool.slot("a:1");
+        let (closed, closed_server) = pair(&listener).await;
+        let (open, _open_server) = pair(&listener).await;
+        pool.put(slot, closed);
+        pool.put(slot, open);
+        drop(closed_server);
+        // Real time for the FIN to arrive; then paused time for the sweeps.
+        std::thread::sleep(Duration::from_millis(50));
+        tokio::time::sleep(SWEEP_EVERY + Duration::from_millis(1)).await;
+        assert_eq!(pool.idle_count(), 1, "the one the upstream closed is gone");
+        tokio::time::sleep(IDLE_TIMEOUT).await;
+        assert_eq!(pool.idle_count(), 0, "the other idled past the timeout");
     }
 
     #[test]
