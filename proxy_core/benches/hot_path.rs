@@ -189,7 +189,7 @@ fn journal_records(c: &mut Criterion) {
     c.bench_function("journal a request (begin record + usage event)", |b| {
         b.iter(|| {
             let ticket = sink.begin(begin);
-            black_box(sink.record(event.clone(), ticket))
+            black_box(sink.record(event.clone(), ticket, false))
         })
     });
     stop.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -60,6 +60,27 @@ def test_first_token_and_idle_timeouts_end_the_stream_with_an_error_event(relay)
     assert outcomes == ["timeout", "timeout"]
 
 
+def test_a_stream_longer_than_the_idle_timeout_whose_gaps_are_shorter_completes(relay) -> None:
+    # 12 tokens 100 ms apart: 1.2 s in all, four idle timeouts (300 ms), no gap near one. The
+    # relay's one timer rings at the idle deadline it was set for and is set again from the
+    # last chunk; it must not end a stream that never went quiet.
+    start = time.monotonic()
+    with httpx.stream(
+        "POST",
+        relay.url + CHAT,
+        headers={**relay.key.headers, "x-sim-itl-ms": "100", "x-sim-output-tokens": "12"},
+        json={"model": "gpt-test", "stream": True, "max_tokens": 12},
+        timeout=10,
+    ) as r:
+        assert r.status_code == 200
+        evs = events(r.iter_lines())
+    assert time.monotonic() - start > 1.0
+    assert evs[-1]["data"] == "[DONE]"
+    assert not any(isinstance(e["data"], dict) and "error" in e["data"] for e in evs)
+    (event,) = relay.gateway.drain(expect=1)
+    assert event["outcome"] == "complete" and event["completion_tokens"] == 12
+
+
 def test_connect_refused_is_502(gateway_factory) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -5,12 +5,14 @@
 //! deadline, and only while the pool's retry budget allows. When retries run out, the client gets
 //! the last upstream answer as it was, or the gateway's error.
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, Uri};
+use smallvec::SmallVec;
 
 use super::context::RequestCtx;
 use super::relay::{RelayBody, RelayMode, Timers, Translating};
@@ -141,232 +143,242 @@ fn soonest_back(legs: &[RouteLeg]) -> Duration {
 }
 
 /// Forward from the `first_leg` of the route's chain, holding `permit` for that leg's pool.
-pub async fn forward(
+// Not an `async fn`, on purpose (the body's first comment says why).
+#[allow(clippy::manual_async_fn)]
+pub fn forward(
     mut ctx: RequestCtx,
     first_leg: usize,
     permit: Permit,
     queue_wait: Duration,
-) -> Result<Response<ProxyBody>, GatewayError> {
-    let trace = Trace::new(&mut ctx, queue_wait);
-    let mut guard = UsageGuard::new(ctx.shared.clone(), trace);
-    let route = ctx.route.clone();
-    let want_usage = ctx.want_usage();
-    let mut permit = Some(permit);
-    let mut attempts: u32 = 0;
-    let mut last = Last::Nothing;
-    let mut deposited = false;
-    for (leg_index, leg) in route.chain.iter().enumerate().skip(first_leg) {
-        let pool = &leg.pool;
-        if !pool.serves(ctx.endpoint) || pool.state.drilled() {
-            permit = None;
-            continue;
-        }
-        let slot = match permit.take() {
-            Some(p) => p,
-            None => match enter_fallback(&ctx, leg).await {
+) -> impl Future<Output = Result<Response<ProxyBody>, GatewayError>> {
+    // An `async move` block, not an `async fn`: an async fn keeps its arguments twice in its
+    // future (as passed, and as bound in its body), and the request's context is 672 bytes;
+    // every byte of a future is copied each time it moves into its parent's.
+    async move {
+        let trace = Trace::new(&mut ctx, queue_wait);
+        let mut guard = UsageGuard::new(ctx.shared.clone(), trace);
+        let route = ctx.route.clone();
+        let want_usage = ctx.want_usage();
+        let mut permit = Some(permit);
+        let mut attempts: u32 = 0;
+        let mut last = Last::Nothing;
+        let mut deposited = false;
+        for (leg_index, leg) in route.chain.iter().enumerate().skip(first_leg) {
+            let pool = &leg.pool;
+            if !pool.serves(ctx.endpoint) || pool.state.drilled() {
+                permit = None;
+                continue;
+            }
+            let slot = match permit.take() {
                 Some(p) => p,
-                None => continue,
-            },
-        };
-        let policy = &pool.retry;
-        if !deposited {
-            pool.state.budget.deposit(policy.budget_min_per_second, policy.budget_ratio);
-            deposited = true;
-        }
-        let mut tried: Vec<usize> = Vec::new();
-        // A member's own retry-after, honoured when the retry goes back to that member.
-        let mut wait_hint: Option<(usize, Duration)> = None;
-        loop {
-            if attempts >= policy.max_attempts {
-                break;
-            }
-            let picked = pick_member(&pool.members, &tried).or_else(|| pick_member(&pool.members, &[]));
-            let mi = match picked {
-                Some(mi) => mi,
-                None => {
-                    // Only cooling members left: wait for the soonest if the policy allows it.
-                    let left = ctx.deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
-                    match cooldown_ends_within(pool, policy.max_retry_after.min(left)) {
-                        Some(wait) => {
-                            tokio::time::sleep(wait).await;
-                            continue;
-                        }
-                        None => break,
-                    }
-                }
+                None => match enter_fallback(&ctx, leg).await {
+                    Some(p) => p,
+                    None => continue,
+                },
             };
-            // The lease first: it also owns the probe the picker may have claimed, and gives it
-            // back (verdict neutral) if this attempt is not sent after all.
-            let mut lease = MemberLease::new(pool.clone(), mi);
-            if attempts > 0 {
-                if !pool.state.budget.try_withdraw(policy.budget_min_per_second, policy.budget_ratio) {
-                    pool.state.budget_exhausted.fetch_add(1, Ordering::Relaxed);
+            let policy = &pool.retry;
+            if !deposited {
+                pool.state.budget.deposit(policy.budget_min_per_second, policy.budget_ratio);
+                deposited = true;
+            }
+            let mut tried: SmallVec<[usize; 4]> = SmallVec::new();
+            // A member's own retry-after, honoured when the retry goes back to that member.
+            let mut wait_hint: Option<(usize, Duration)> = None;
+            loop {
+                if attempts >= policy.max_attempts {
                     break;
                 }
-                let mut backoff = policy.backoff(attempts);
-                if let Some((_, hint)) = wait_hint.take().filter(|(hinted, _)| *hinted == mi) {
-                    backoff = backoff.max(hint);
-                }
-                if ctx.deadline.is_some_and(|d| Instant::now() + backoff >= d) {
-                    break;
-                }
-                tokio::time::sleep(backoff).await;
-            }
-            attempts += 1;
-            tried.push(mi);
-            pool.series.attempts.fetch_add(1, Ordering::Relaxed);
-            let member = &pool.members[mi];
-            if let Some(trace) = guard.trace() {
-                trace.set_leg(Leg::new(leg, mi), leg_index);
-            }
-            let translation = pool.translation(ctx.endpoint);
-            let body = match upstream_body(&ctx, leg, want_usage, translation) {
-                Ok(body) => body,
-                Err(e) => return Err(fail(&mut guard, e, Outcome::UpstreamError)),
-            };
-            let traced = ctx.shared.tracer.is_some();
-            let attempt_span = if traced { crate::telemetry::new_span_id() } else { 0 };
-            let upstream_endpoint = translation.map_or(ctx.endpoint, Translation::upstream_endpoint);
-            let uri = &leg.uris[mi][upstream_endpoint.index()];
-            let request = upstream_request(member, uri, &ctx, body, attempt_span);
-            let sent_at = Instant::now();
-            if let Some(trace) = guard.trace() {
-                trace.journal_begin(&ctx.shared);
-                trace.mark_sent(sent_at);
-                if traced {
-                    trace.attempt_spans.push(AttemptSpan {
-                        span_id: attempt_span,
-                        number: attempts,
-                        pool: pool.id.clone(),
-                        member: member.id.clone(),
-                        upstream_model: leg.upstream_model.clone(),
-                        provider: member.kind,
-                        host: member.host.clone(),
-                        port: member.port,
-                        sent: sent_at,
-                        ended: None,
-                        status: 0,
-                        error: None,
-                        connect: None,
-                    });
-                }
-            }
-            // A stream must start within `first_byte`; a whole answer only arrives when it is
-            // complete, so it gets the overall deadline. Both are capped by the client's.
-            let timeouts = &pool.timeouts;
-            let mut wait = if ctx.peeked.stream { timeouts.first_byte } else { timeouts.total };
-            let mut capped = false;
-            if let Some(deadline) = ctx.deadline {
-                let left = deadline.saturating_duration_since(sent_at);
-                if left.is_zero() {
-                    return Err(fail(&mut guard, deadline_passed(), Outcome::Timeout));
-                }
-                if left < wait {
-                    wait = left;
-                    capped = true;
-                }
-            }
-            let (error, reason) = match tokio::time::timeout(wait, member.client.request(request)).await {
-                Err(_) if capped => {
-                    lease.set_verdict(Verdict::Failure);
-                    return Err(fail(&mut guard, deadline_passed(), Outcome::Timeout));
-                }
-                Err(_) => {
-                    let message = format!("the upstream did not answer within {} ms", wait.as_millis());
-                    (GatewayError::new(ErrorKind::UpstreamTimeout, message), RetryReason::Timeout)
-                }
-                Ok(Err(e)) => {
-                    tracing::debug!(request_id = %ctx.request_id, upstream = %member.id, error = ?e, "upstream attempt failed");
-                    transport_error(&e)
-                }
-                Ok(Ok(response)) => {
-                    let status = response.status().as_u16();
-                    member.state.record_ttfb(sent_at.elapsed());
-                    if let Some(span) = guard.trace().and_then(Trace::attempt_span) {
-                        span.status = status;
-                        span.connect = connect_time(&response, sent_at);
-                    }
-                    let reason = match status {
-                        401 | 403 => {
-                            // The upstream refused the operator's credential (or account): the
-                            // tenant gets the gateway's own error, never the upstream's words.
-                            lease.set_verdict(if status == 401 { Verdict::Failure } else { Verdict::Neutral });
-                            tracing::warn!(
-                                request_id = %ctx.request_id, pool = %pool.id, upstream = %member.id, status,
-                                "the upstream refused the member's credential"
-                            );
-                            let error = GatewayError::new(
-                                ErrorKind::UpstreamAuth,
-                                format!("the upstream refused the gateway's credentials (HTTP {status})"),
-                            );
-                            return Err(fail(&mut guard, error, Outcome::UpstreamError));
-                        }
-                        429 => {
-                            let after = retry_after(response.headers()).unwrap_or(Duration::from_secs(1));
-                            member.state.cool_down(after);
-                            wait_hint = Some((mi, after)).filter(|(_, a)| *a <= policy.max_retry_after);
-                            Some(RetryReason::Status429)
-                        }
-                        500..=599 => {
-                            lease.set_verdict(Verdict::Failure);
-                            Some(RetryReason::Status5xx)
-                        }
-                        _ => {
-                            lease.set_verdict(if status < 400 { Verdict::Success } else { Verdict::Neutral });
-                            None
-                        }
-                    };
-                    match reason {
-                        Some(reason) if policy.retries(reason, status) => {
-                            pool.series.retries[reason.index()].fetch_add(1, Ordering::Relaxed);
-                            if let Some(span) = guard.trace().and_then(Trace::attempt_span) {
-                                span.ended = Some(Instant::now());
+                let picked = pick_member(&pool.members, &tried).or_else(|| pick_member(&pool.members, &[]));
+                let mi = match picked {
+                    Some(mi) => mi,
+                    None => {
+                        // Only cooling members left: wait for the soonest if the policy allows it.
+                        let left = ctx.deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
+                        match cooldown_ends_within(pool, policy.max_retry_after.min(left)) {
+                            Some(wait) => {
+                                tokio::time::sleep(wait).await;
+                                continue;
                             }
-                            last = Last::Answer(Box::new(Kept { response, lease, member_index: mi, sent_at }));
-                            continue;
-                        }
-                        _ => {
-                            let attempt = Attempt { leg, member_index: mi, leg_index, sent_at, permit: slot, lease };
-                            return Ok(relay(response, &ctx, attempt, guard));
+                            None => break,
                         }
                     }
+                };
+                // The lease first: it also owns the probe the picker may have claimed, and gives it
+                // back (verdict neutral) if this attempt is not sent after all.
+                let mut lease = MemberLease::new(pool.clone(), mi);
+                if attempts > 0 {
+                    if !pool.state.budget.try_withdraw(policy.budget_min_per_second, policy.budget_ratio) {
+                        pool.state.budget_exhausted.fetch_add(1, Ordering::Relaxed);
+                        break;
+                    }
+                    let mut backoff = policy.backoff(attempts);
+                    if let Some((_, hint)) = wait_hint.take().filter(|(hinted, _)| *hinted == mi) {
+                        backoff = backoff.max(hint);
+                    }
+                    if ctx.deadline.is_some_and(|d| Instant::now() + backoff >= d) {
+                        break;
+                    }
+                    tokio::time::sleep(backoff).await;
                 }
-            };
-            lease.set_verdict(Verdict::Failure);
-            if let Some(span) = guard.trace().and_then(Trace::attempt_span) {
-                span.ended = Some(Instant::now());
-                span.error = Some(error.kind);
+                attempts += 1;
+                tried.push(mi);
+                pool.series.attempts.fetch_add(1, Ordering::Relaxed);
+                let member = &pool.members[mi];
+                if let Some(trace) = guard.trace() {
+                    trace.set_leg(Leg::new(leg, mi), leg_index);
+                }
+                let translation = pool.translation(ctx.endpoint);
+                let body = match upstream_body(&ctx, leg, want_usage, translation) {
+                    Ok(body) => body,
+                    Err(e) => return Err(fail(&mut guard, e, Outcome::UpstreamError)),
+                };
+                let traced = ctx.shared.tracer.is_some();
+                let attempt_span = if traced { crate::telemetry::new_span_id() } else { 0 };
+                let upstream_endpoint = translation.map_or(ctx.endpoint, Translation::upstream_endpoint);
+                let uri = &leg.uris[mi][upstream_endpoint.index()];
+                let request = upstream_request(member, uri, &ctx, body, attempt_span);
+                let sent_at = Instant::now();
+                if let Some(trace) = guard.trace() {
+                    trace.journal_begin(&ctx.shared);
+                    trace.mark_sent(sent_at);
+                    if traced {
+                        trace.attempt_spans.push(AttemptSpan {
+                            span_id: attempt_span,
+                            number: attempts,
+                            pool: pool.id.clone(),
+                            member: member.id.clone(),
+                            upstream_model: leg.upstream_model.clone(),
+                            provider: member.kind,
+                            host: member.host.clone(),
+                            port: member.port,
+                            sent: sent_at,
+                            ended: None,
+                            status: 0,
+                            error: None,
+                            connect: None,
+                        });
+                    }
+                }
+                // A stream must start within `first_byte`; a whole answer only arrives when it is
+                // complete, so it gets the overall deadline. Both are capped by the client's.
+                let timeouts = &pool.timeouts;
+                let mut wait = if ctx.peeked.stream { timeouts.first_byte } else { timeouts.total };
+                let mut capped = false;
+                if let Some(deadline) = ctx.deadline {
+                    let left = deadline.saturating_duration_since(sent_at);
+                    if left.is_zero() {
+                        return Err(fail(&mut guard, deadline_passed(), Outcome::Timeout));
+                    }
+                    if left < wait {
+                        wait = left;
+                        capped = true;
+                    }
+                }
+                let (error, reason) = match tokio::time::timeout(wait, member.client.request(request)).await {
+                    Err(_) if capped => {
+                        lease.set_verdict(Verdict::Failure);
+                        return Err(fail(&mut guard, deadline_passed(), Outcome::Timeout));
+                    }
+                    Err(_) => {
+                        let message = format!("the upstream did not answer within {} ms", wait.as_millis());
+                        (GatewayError::new(ErrorKind::UpstreamTimeout, message), RetryReason::Timeout)
+                    }
+                    Ok(Err(e)) => {
+                        tracing::debug!(request_id = %ctx.request_id, upstream = %member.id, error = ?e, "upstream attempt failed");
+                        transport_error(&e)
+                    }
+                    Ok(Ok(response)) => {
+                        let status = response.status().as_u16();
+                        member.state.record_ttfb(sent_at.elapsed());
+                        if let Some(span) = guard.trace().and_then(Trace::attempt_span) {
+                            span.status = status;
+                            span.connect = connect_time(&response, sent_at);
+                        }
+                        let reason = match status {
+                            401 | 403 => {
+                                // The upstream refused the operator's credential (or account): the
+                                // tenant gets the gateway's own error, never the upstream's words.
+                                lease.set_verdict(if status == 401 { Verdict::Failure } else { Verdict::Neutral });
+                                tracing::warn!(
+                                    request_id = %ctx.request_id, pool = %pool.id, upstream = %member.id, status,
+                                    "the upstream refused the member's credential"
+                                );
+                                let error = GatewayError::new(
+                                    ErrorKind::UpstreamAuth,
+                                    format!("the upstream refused the gateway's credentials (HTTP {status})"),
+                                );
+                                return Err(fail(&mut guard, error, Outcome::UpstreamError));
+                            }
+                            429 => {
+                                let after = retry_after(response.headers()).unwrap_or(Duration::from_secs(1));
+                                member.state.cool_down(after);
+                                wait_hint = Some((mi, after)).filter(|(_, a)| *a <= policy.max_retry_after);
+                                Some(RetryReason::Status429)
+                            }
+                            500..=599 => {
+                                lease.set_verdict(Verdict::Failure);
+                                Some(RetryReason::Status5xx)
+                            }
+                            _ => {
+                                lease.set_verdict(if status < 400 { Verdict::Success } else { Verdict::Neutral });
+                                None
+                            }
+                        };
+                        match reason {
+                            Some(reason) if policy.retries(reason, status) => {
+                                pool.series.retries[reason.index()].fetch_add(1, Ordering::Relaxed);
+                                if let Some(span) = guard.trace().and_then(Trace::attempt_span) {
+                                    span.ended = Some(Instant::now());
+                                }
+                                last = Last::Answer(Box::new(Kept { response, lease, member_index: mi, sent_at }));
+                                continue;
+                            }
+                            _ => {
+                                let attempt =
+                                    Attempt { leg, member_index: mi, leg_index, sent_at, permit: slot, lease };
+                                return Ok(relay(response, &ctx, attempt, guard));
+                            }
+                        }
+                    }
+                };
+                lease.set_verdict(Verdict::Failure);
+                if let Some(span) = guard.trace().and_then(Trace::attempt_span) {
+                    span.ended = Some(Instant::now());
+                    span.error = Some(error.kind);
+                }
+                if !policy.retries(reason, 0) {
+                    let outcome = outcome_of(error.kind);
+                    return Err(fail(&mut guard, error, outcome));
+                }
+                pool.series.retries[reason.index()].fetch_add(1, Ordering::Relaxed);
+                last = Last::Error(error);
             }
-            if !policy.retries(reason, 0) {
-                let outcome = outcome_of(error.kind);
-                return Err(fail(&mut guard, error, outcome));
+            // Leaving this pool: an answer kept from it needs its slot, so relay it now if no other
+            // pool is left to try; otherwise let the next pool have its go.
+            if let Last::Answer(kept) = last {
+                if !route.chain[leg_index + 1..].iter().any(|l| l.pool.serves(ctx.endpoint) && !l.pool.state.drilled())
+                {
+                    let Kept { response, lease, member_index, sent_at } = *kept;
+                    let attempt = Attempt { leg, member_index, leg_index, sent_at, permit: slot, lease };
+                    return Ok(relay(response, &ctx, attempt, guard));
+                }
+                last =
+                    Last::Error(GatewayError::new(ErrorKind::NoHealthyUpstream, "the upstream answered with an error"));
             }
-            pool.series.retries[reason.index()].fetch_add(1, Ordering::Relaxed);
-            last = Last::Error(error);
         }
-        // Leaving this pool: an answer kept from it needs its slot, so relay it now if no other
-        // pool is left to try; otherwise let the next pool have its go.
-        if let Last::Answer(kept) = last {
-            if !route.chain[leg_index + 1..].iter().any(|l| l.pool.serves(ctx.endpoint) && !l.pool.state.drilled()) {
-                let Kept { response, lease, member_index, sent_at } = *kept;
-                let attempt = Attempt { leg, member_index, leg_index, sent_at, permit: slot, lease };
-                return Ok(relay(response, &ctx, attempt, guard));
-            }
-            last = Last::Error(GatewayError::new(ErrorKind::NoHealthyUpstream, "the upstream answered with an error"));
-        }
+        let error = match last {
+            Last::Error(e) => e,
+            _ => GatewayError::new(ErrorKind::NoHealthyUpstream, "no upstream can take this request now")
+                .with_retry_after(soonest_back(&route.chain)),
+        };
+        let error = if error.retry_after.is_none() && error.status().as_u16() == 503 {
+            error.with_retry_after(soonest_back(&route.chain))
+        } else {
+            error
+        };
+        let outcome = outcome_of(error.kind);
+        Err(fail(&mut guard, error, outcome))
     }
-    let error = match last {
-        Last::Error(e) => e,
-        _ => GatewayError::new(ErrorKind::NoHealthyUpstream, "no upstream can take this request now")
-            .with_retry_after(soonest_back(&route.chain)),
-    };
-    let error = if error.retry_after.is_none() && error.status().as_u16() == 503 {
-        error.with_retry_after(soonest_back(&route.chain))
-    } else {
-        error
-    };
-    let outcome = outcome_of(error.kind);
-    Err(fail(&mut guard, error, outcome))
 }
 
 /// The body sent to a leg's pool: the client's, with the leg's model, the gateway's cap and usage
@@ -437,7 +449,7 @@ fn relay(
     if let Some(trace) = guard.trace() {
         trace.mark_headers(status.as_u16(), connect);
     }
-    parts.headers = client_response_headers(&parts.headers);
+    parts.headers = client_response_headers(std::mem::take(&mut parts.headers));
     let is_sse = status.is_success()
         && parts
             .headers

@@ -3,6 +3,7 @@
 //! relaying live in `forward.rs` and `relay.rs`.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -103,7 +104,10 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respo
     let cors = req.headers().contains_key(header::ORIGIN);
     let result = match endpoint {
         _ if head_bytes(&req) > MAX_HEAD_BYTES => Err(GatewayError::head_too_large()),
-        Some(endpoint) => process(&shared, endpoint, req, &request_id, arrived).await,
+        // Boxed when it starts: the pipeline's future is most of a request's state (about
+        // 6 KiB), and boxed here it is copied once, where inline it was copied with this one at
+        // every move between hyper's call and its box.
+        Some(endpoint) => Box::pin(process(&shared, endpoint, req, &request_id, arrived)).await,
         None if Endpoint::stored_object(req.uri().path()).is_some() => Err(GatewayError::invalid(
             "stored responses (/v1/responses/{id}: retrieve, delete, input_items, cancel) are not relayed: \
              this gateway spreads requests over upstreams and its tenants share upstream accounts, so it \
@@ -257,120 +261,131 @@ fn key_scopes(key: &KeyEntry) -> [Scope<'_>; 2] {
     ]
 }
 
-async fn process(
-    shared: &Arc<Shared>,
+// Not an `async fn`, on purpose (the body's first comment says why).
+#[allow(clippy::manual_async_fn)]
+fn process<'a>(
+    shared: &'a Arc<Shared>,
     endpoint: Endpoint,
     req: Request<Incoming>,
-    request_id: &Arc<str>,
+    request_id: &'a Arc<str>,
     arrived: Instant,
-) -> Result<Response<ProxyBody>, GatewayError> {
-    if req.method() == Method::OPTIONS {
-        return Ok(preflight(&req));
-    }
-    if req.method() != endpoint.method() {
-        return Err(GatewayError::new(
-            ErrorKind::MethodNotAllowed,
-            format!("{} is not allowed here; use {}", req.method(), endpoint.method()),
-        ));
-    }
-    check_framing(req.headers())?;
-    if shared.is_draining() {
-        return Err(GatewayError::new(ErrorKind::ShuttingDown, "the gateway is shutting down")
-            .with_retry_after(Duration::from_secs(1)));
-    }
-    let snapshot = shared
-        .config
-        .load_full()
-        .ok_or_else(|| GatewayError::new(ErrorKind::NotConfigured, "the gateway has no configuration yet"))?;
-    let unix = unix_now();
-    let key = authenticate(&snapshot, req.headers(), unix)?;
-    if endpoint == Endpoint::Models {
-        return Ok(models_list(&snapshot, &key));
-    }
+) -> impl Future<Output = Result<Response<ProxyBody>, GatewayError>> + 'a {
+    // An `async move` block for the reason `forward` is one: the request is kept once.
+    async move {
+        if req.method() == Method::OPTIONS {
+            return Ok(preflight(&req));
+        }
+        if req.method() != endpoint.method() {
+            return Err(GatewayError::new(
+                ErrorKind::MethodNotAllowed,
+                format!("{} is not allowed here; use {}", req.method(), endpoint.method()),
+            ));
+        }
+        check_framing(req.headers())?;
+        if shared.is_draining() {
+            return Err(GatewayError::new(ErrorKind::ShuttingDown, "the gateway is shutting down")
+                .with_retry_after(Duration::from_secs(1)));
+        }
+        let snapshot = shared
+            .config
+            .load_full()
+            .ok_or_else(|| GatewayError::new(ErrorKind::NotConfigured, "the gateway has no configuration yet"))?;
+        let unix = unix_now();
+        let key = authenticate(&snapshot, req.headers(), unix)?;
+        if endpoint == Endpoint::Models {
+            return Ok(models_list(&snapshot, &key));
+        }
 
-    let (parts, body) = req.into_parts();
-    let deadline = client_deadline(&parts.headers, arrived)?;
-    let tags = attribution::tags(&parts.headers)?;
-    // The key's concurrency slot and RPM before its body is read: a key at its limits cannot
-    // make the gateway buffer bodies.
-    let mut held = match shared.fleet.get() {
-        Some(fleet) => fleet::admit_request(fleet, &key_scopes(&key)).await?,
-        None => limits::admit_request(&key_scopes(&key))?,
-    };
-    let settings = &shared.settings;
-    let body_limits =
-        BodyLimits { cap: settings.max_body_bytes, timeout: settings.body_read_timeout, budget: &shared.body_budget };
-    let (body, body_bytes) = read_body(body, &parts.headers, body_limits).await?;
-    let peeked = peek(endpoint, body)?;
-    let route = snapshot.routes.get(peeked.model.as_str()).cloned().ok_or_else(|| {
-        GatewayError::new(
-            ErrorKind::ModelNotFound,
-            format!("The model '{}' does not exist or you do not have access to it.", peeked.model),
-        )
-        .with_param("model")
-    })?;
-    let trace = TraceCtx::from_headers(shared, &parts.headers);
-    // From here the request reached routing: a refusal is traced too.
-    let refused = |e: GatewayError| {
-        spans::refused(shared, &trace, endpoint, &route.alias, &key, request_id, (arrived, unix), &e);
-        e
-    };
-    if !key.allows_model(&route.alias) {
-        return Err(refused(
-            GatewayError::new(ErrorKind::ModelNotAllowed, format!("this key may not use the model '{}'", route.alias))
-                .with_param("model"),
-        ));
-    }
-    if !route.chain.iter().any(|leg| leg.pool.serves(endpoint)) {
-        return Err(refused(
-            GatewayError::invalid(format!("the model '{}' is not served on {}", route.alias, endpoint.as_str()))
-                .with_param("model"),
-        ));
-    }
-    // A pool of the other API gets the request translated; what has no translation is refused
-    // now, before a fallback to that pool could turn it into a late 400.
-    if let Some(t) = route.chain.iter().find_map(|leg| leg.pool.translation(endpoint)) {
-        crate::translate::translate_request(t, peeked.body()).map_err(refused)?;
-    }
-    if !shared.usage.has_room() {
-        return Err(refused(
+        let (parts, body) = req.into_parts();
+        let deadline = client_deadline(&parts.headers, arrived)?;
+        let tags = attribution::tags(&parts.headers)?;
+        // The key's concurrency slot and RPM before its body is read: a key at its limits cannot
+        // make the gateway buffer bodies.
+        let mut held = match shared.fleet.get() {
+            Some(fleet) => fleet::admit_request(fleet, &key_scopes(&key)).await?,
+            None => limits::admit_request(&key_scopes(&key))?,
+        };
+        let settings = &shared.settings;
+        let body_limits = BodyLimits {
+            cap: settings.max_body_bytes,
+            timeout: settings.body_read_timeout,
+            budget: &shared.body_budget,
+        };
+        let (body, body_bytes) = read_body(body, &parts.headers, body_limits).await?;
+        let peeked = peek(endpoint, body)?;
+        let route = snapshot.routes.get(peeked.model.as_str()).cloned().ok_or_else(|| {
             GatewayError::new(
-                ErrorKind::UsageBacklog,
-                "usage accounting is behind; billable requests are paused until it catches up",
+                ErrorKind::ModelNotFound,
+                format!("The model '{}' does not exist or you do not have access to it.", peeked.model),
             )
-            .with_retry_after(Duration::from_secs(5)),
-        ));
-    }
+            .with_param("model")
+        })?;
+        let trace = TraceCtx::from_headers(shared, &parts.headers);
+        // From here the request reached routing: a refusal is traced too.
+        let refused = |e: GatewayError| {
+            spans::refused(shared, &trace, endpoint, &route.alias, &key, request_id, (arrived, unix), &e);
+            e
+        };
+        if !key.allows_model(&route.alias) {
+            return Err(refused(
+                GatewayError::new(
+                    ErrorKind::ModelNotAllowed,
+                    format!("this key may not use the model '{}'", route.alias),
+                )
+                .with_param("model"),
+            ));
+        }
+        if !route.chain.iter().any(|leg| leg.pool.serves(endpoint)) {
+            return Err(refused(
+                GatewayError::invalid(format!("the model '{}' is not served on {}", route.alias, endpoint.as_str()))
+                    .with_param("model"),
+            ));
+        }
+        // A pool of the other API gets the request translated; what has no translation is refused
+        // now, before a fallback to that pool could turn it into a late 400.
+        if let Some(t) = route.chain.iter().find_map(|leg| leg.pool.translation(endpoint)) {
+            crate::translate::translate_request(t, peeked.body()).map_err(refused)?;
+        }
+        if !shared.usage.has_room() {
+            return Err(refused(
+                GatewayError::new(
+                    ErrorKind::UsageBacklog,
+                    "usage accounting is behind; billable requests are paused until it catches up",
+                )
+                .with_retry_after(Duration::from_secs(5)),
+            ));
+        }
 
-    // What the upstream may produce is what is reserved: the cap goes into the body it gets.
-    let scopes = key_scopes(&key);
-    let output_cap = output_cap(endpoint, &peeked, &route, limits::counts_tokens(&scopes));
-    let estimate = estimate(endpoint, &peeked, &route, output_cap, unix);
-    let admitted = match shared.fleet.get() {
-        Some(fleet) => fleet::admit_tokens(fleet, &mut held, &scopes, estimate).await,
-        None => limits::admit_tokens(&mut held, &scopes, estimate),
-    };
-    admitted.map_err(refused)?;
-    let ctx = RequestCtx {
-        shared: shared.clone(),
-        request_id: request_id.clone(),
-        endpoint,
-        priority: requested_priority(&parts.headers, key.priority),
-        key,
-        route,
-        peeked,
-        client_headers: kept_headers(&parts.headers),
-        client_version: parts.version,
-        arrived,
-        arrived_unix: unix,
-        deadline,
-        held,
-        output_cap,
-        body_bytes,
-        trace,
-        tags,
-    };
-    admit_and_forward(ctx).await
+        // What the upstream may produce is what is reserved: the cap goes into the body it gets.
+        let scopes = key_scopes(&key);
+        let output_cap = output_cap(endpoint, &peeked, &route, limits::counts_tokens(&scopes));
+        let estimate = estimate(endpoint, &peeked, &route, output_cap, unix);
+        let admitted = match shared.fleet.get() {
+            Some(fleet) => fleet::admit_tokens(fleet, &mut held, &scopes, estimate).await,
+            None => limits::admit_tokens(&mut held, &scopes, estimate),
+        };
+        admitted.map_err(refused)?;
+        let ctx = RequestCtx {
+            shared: shared.clone(),
+            request_id: request_id.clone(),
+            endpoint,
+            priority: requested_priority(&parts.headers, key.priority),
+            key,
+            route,
+            peeked,
+            client_headers: kept_headers(&parts.headers),
+            client_version: parts.version,
+            arrived,
+            arrived_unix: unix,
+            deadline,
+            held,
+            output_cap,
+            body_bytes,
+            trace,
+            tags,
+        };
+        admit_and_forward(ctx).await
+    }
 }
 
 /// A request no pool admitted (a full lane, a wait that ran out): its span says so.
@@ -382,57 +397,66 @@ fn refused_at_admission(ctx: &RequestCtx, error: GatewayError) -> GatewayError {
 
 /// Take a slot in the first pool of the chain that will have the request (the next pool serves
 /// when one refuses), waiting in its lane if it must.
-async fn admit_and_forward(ctx: RequestCtx) -> Result<Response<ProxyBody>, GatewayError> {
-    let mut refused: Option<GatewayError> = None;
-    let mut entered = None;
-    for (i, leg) in ctx.route.chain.iter().enumerate() {
-        if !leg.pool.serves(ctx.endpoint) {
-            continue;
-        }
-        match leg.pool.gate.enter(ctx.priority, &ctx.key.tenant.id, ctx.deadline.map(tokio::time::Instant::from_std)) {
-            Ok(entry) => {
-                entered = Some((i, entry, leg.pool.gate.config().keepalive_ms));
-                break;
+// Not an `async fn`, on purpose (the body's first comment says why).
+#[allow(clippy::manual_async_fn)]
+fn admit_and_forward(ctx: RequestCtx) -> impl Future<Output = Result<Response<ProxyBody>, GatewayError>> {
+    // An `async move` block for the reason `forward` is one: the context is kept once.
+    async move {
+        let mut refused: Option<GatewayError> = None;
+        let mut entered = None;
+        for (i, leg) in ctx.route.chain.iter().enumerate() {
+            if !leg.pool.serves(ctx.endpoint) {
+                continue;
             }
-            Err(e) => {
-                leg.pool.state.windows.record_rejection(unix_now() as u64);
-                refused.get_or_insert(e);
+            match leg.pool.gate.enter(
+                ctx.priority,
+                &ctx.key.tenant.id,
+                ctx.deadline.map(tokio::time::Instant::from_std),
+            ) {
+                Ok(entry) => {
+                    entered = Some((i, entry, leg.pool.gate.config().keepalive_ms));
+                    break;
+                }
+                Err(e) => {
+                    leg.pool.state.windows.record_rejection(unix_now() as u64);
+                    refused.get_or_insert(e);
+                }
             }
         }
-    }
-    let Some((leg, entry, keepalive_ms)) = entered else {
-        let error =
-            refused.unwrap_or_else(|| GatewayError::new(ErrorKind::NoHealthyUpstream, "no pool can take this request"));
-        return Err(refused_at_admission(&ctx, error));
-    };
-    let ticket = match entry {
-        Entry::Admitted(permit) => return forward(ctx, leg, permit, Duration::ZERO).await,
-        Entry::Queued(ticket) => ticket,
-    };
-    let queued_at = Instant::now();
-    if !ctx.peeked.stream {
-        let permit = ticket.wait().await.map_err(|e| refused_at_admission(&ctx, e))?;
-        return forward(ctx, leg, permit, queued_at.elapsed()).await;
-    }
-    let keepalive = Duration::from_millis(keepalive_ms);
-    let mut waiting = Box::pin(ticket.wait());
-    match tokio::time::timeout(keepalive, &mut waiting).await {
-        Ok(admitted) => {
-            let permit = admitted.map_err(|e| refused_at_admission(&ctx, e))?;
-            forward(ctx, leg, permit, queued_at.elapsed()).await
+        let Some((leg, entry, keepalive_ms)) = entered else {
+            let error = refused
+                .unwrap_or_else(|| GatewayError::new(ErrorKind::NoHealthyUpstream, "no pool can take this request"));
+            return Err(refused_at_admission(&ctx, error));
+        };
+        let ticket = match entry {
+            Entry::Admitted(permit) => return forward(ctx, leg, permit, Duration::ZERO).await,
+            Entry::Queued(ticket) => ticket,
+        };
+        let queued_at = Instant::now();
+        if !ctx.peeked.stream {
+            let permit = ticket.wait().await.map_err(|e| refused_at_admission(&ctx, e))?;
+            return forward(ctx, leg, permit, queued_at.elapsed()).await;
         }
-        Err(_) => {
-            // Long wait for a stream: send headers now and keep the client company.
-            let flavor = ctx.endpoint.flavor();
-            let pending = Box::pin(async move {
-                let permit = waiting.await.map_err(|e| refused_at_admission(&ctx, e))?;
+        let keepalive = Duration::from_millis(keepalive_ms);
+        let mut waiting = Box::pin(ticket.wait());
+        match tokio::time::timeout(keepalive, &mut waiting).await {
+            Ok(admitted) => {
+                let permit = admitted.map_err(|e| refused_at_admission(&ctx, e))?;
                 forward(ctx, leg, permit, queued_at.elapsed()).await
-            });
-            let mut response = Response::new(ProxyBody::Deferred(DeferredBody::new(pending, flavor, keepalive)));
-            let headers = response.headers_mut();
-            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-            Ok(response)
+            }
+            Err(_) => {
+                // Long wait for a stream: send headers now and keep the client company.
+                let flavor = ctx.endpoint.flavor();
+                let pending = Box::pin(async move {
+                    let permit = waiting.await.map_err(|e| refused_at_admission(&ctx, e))?;
+                    forward(ctx, leg, permit, queued_at.elapsed()).await
+                });
+                let mut response = Response::new(ProxyBody::Deferred(DeferredBody::new(pending, flavor, keepalive)));
+                let headers = response.headers_mut();
+                headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+                headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+                Ok(response)
+            }
         }
     }
 }

@@ -126,15 +126,17 @@ fn parse_field<'a, T: Deserialize<'a>>(field: &str, raw: &'a RawValue, what: &st
 }
 
 pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
-    let top_body = body.clone();
-    let body: &[u8] = &top_body;
+    // Moved into the result at the end, not cloned: the first clone of a body read into a `Vec`
+    // allocates the count they share.
+    let whole = body;
+    let body: &[u8] = &whole;
     if body.is_empty() {
         return Err(GatewayError::invalid("request body is empty; expected a JSON object"));
     }
     let top: TopLevel<'_> = serde_json::from_slice(body)
         .map_err(|e| GatewayError::invalid(format!("request body is not a valid JSON object: {e}")))?;
     let mut peeked = Peeked {
-        body: top_body.clone(),
+        body: Bytes::new(),
         model: String::new(),
         model_span: 0..0,
         stream: false,
@@ -277,6 +279,7 @@ pub fn peek(endpoint: Endpoint, body: Bytes) -> Result<Peeked, GatewayError> {
     if peeked.stream && !endpoint.can_stream() {
         return Err(field_error("stream", format!("streaming is not supported on {}", endpoint.as_str())));
     }
+    peeked.body = whole;
     Ok(peeked)
 }
 
@@ -327,8 +330,11 @@ impl Peeked {
             }
         }
         edits.sort_by_key(|(range, _)| range.start);
-        let extra: usize = edits.iter().map(|(_, b)| b.len()).sum();
-        let mut out = Vec::with_capacity(self.body.len() + extra);
+        // Exactly the length it will have: a `Vec` whose capacity is its length becomes `Bytes`
+        // without an allocation of its own.
+        let added: usize = edits.iter().map(|(_, b)| b.len()).sum();
+        let removed: usize = edits.iter().map(|(range, _)| range.len()).sum();
+        let mut out = Vec::with_capacity((self.body.len() + added).saturating_sub(removed));
         let mut at = 0;
         for (range, replacement) in &edits {
             out.extend_from_slice(&self.body[at..range.start]);

@@ -59,6 +59,9 @@ impl Translating {
     }
 }
 
+/// What `poll_frame` answers.
+type FramePoll = Poll<Option<Result<Frame<Bytes>, GatewayError>>>;
+
 enum State {
     Relaying,
     /// One last frame to send, then the end.
@@ -78,24 +81,38 @@ pub struct Timers {
     pub client_deadline: Option<std::time::Instant>,
 }
 
-fn sleep_until(at: Option<std::time::Instant>) -> Option<Pin<Box<Sleep>>> {
-    at.map(|at| Box::pin(tokio::time::sleep_until(at.into())))
+/// What stands in for "never" (as tokio's own sleep does for a duration past what `Instant`
+/// holds): about 30 years.
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+fn after(at: Instant, wait: Duration) -> Instant {
+    at.checked_add(wait).unwrap_or_else(|| at + FAR_FUTURE)
 }
 
 pub struct RelayBody {
     upstream: UpstreamIncoming,
     mode: RelayMode,
     idle_timeout: Duration,
-    idle: Pin<Box<Sleep>>,
+    /// When the upstream last sent a frame (or the body began): the idle clock runs from it.
+    last_frame: Instant,
     /// First content token (streams) or whole response (others) must arrive before this.
-    deadline: Option<Pin<Box<Sleep>>>,
-    client_deadline: Option<Pin<Box<Sleep>>>,
+    deadline: Option<Instant>,
+    client_deadline: Option<Instant>,
+    /// One timer for the three clocks, set to the earliest of them. A frame only moves
+    /// `last_frame`; the timer is set again when it rings before anything ran out. (A timer
+    /// moved at every frame took the timer wheel's lock twice a frame; an answer that arrives
+    /// whole with its head never registers this one at all.)
+    alarm: Pin<Box<Sleep>>,
     state: State,
     guard: UsageGuard,
     /// The member lease that passes the attempt's verdict to its health, and the pool slot.
     /// Fields drop in order: the member's count falls before the slot goes to the next waiter,
     /// so that waiter finds the member free instead of skipping to a fallback pool.
     held: (MemberLease, Permit),
+}
+
+fn earliest(idle_ends: Instant, deadline: Option<Instant>, client_deadline: Option<Instant>) -> Instant {
+    [deadline, client_deadline].into_iter().flatten().fold(idle_ends, Instant::min)
 }
 
 impl RelayBody {
@@ -106,28 +123,53 @@ impl RelayBody {
         guard: UsageGuard,
         held: (MemberLease, Permit),
     ) -> Self {
+        let last_frame = Instant::now();
+        let deadline = timers.first_token.or(timers.total).map(Instant::from_std);
+        let client_deadline = timers.client_deadline.map(Instant::from_std);
+        let first = earliest(after(last_frame, timers.idle), deadline, client_deadline);
         Self {
             upstream,
             mode,
             idle_timeout: timers.idle,
-            idle: Box::pin(tokio::time::sleep(timers.idle)),
-            deadline: sleep_until(timers.first_token.or(timers.total)),
-            client_deadline: sleep_until(timers.client_deadline),
+            last_frame,
+            deadline,
+            client_deadline,
+            alarm: Box::pin(tokio::time::sleep_until(first)),
             state: State::Relaying,
             guard,
             held,
         }
     }
 
+    /// The alarm rang: the clock that ran out, if one did, as the body's end; otherwise the
+    /// alarm is set to the earliest clock again.
+    fn ring(&mut self) -> Option<FramePoll> {
+        let now = Instant::now();
+        if self.deadline.is_some_and(|d| now >= d) {
+            let what = match self.mode {
+                RelayMode::Stream { .. } => "the first token",
+                RelayMode::Whole { .. } | RelayMode::Scrubbed { .. } | RelayMode::Translated(_) => "the whole response",
+            };
+            let message = format!("the upstream did not send {what} in time");
+            return Some(self.fail(ErrorKind::UpstreamTimeout, Outcome::Timeout, &message));
+        }
+        if self.client_deadline.is_some_and(|d| now >= d) {
+            let message = "the request's deadline passed before the response ended";
+            return Some(self.fail(ErrorKind::DeadlineExceeded, Outcome::Timeout, message));
+        }
+        let idle_ends = after(self.last_frame, self.idle_timeout);
+        if now >= idle_ends {
+            let message = format!("the upstream sent nothing for {} ms", self.idle_timeout.as_millis());
+            return Some(self.fail(ErrorKind::UpstreamTimeout, Outcome::Timeout, &message));
+        }
+        self.alarm.as_mut().reset(earliest(idle_ends, self.deadline, self.client_deadline));
+        None
+    }
+
     /// The upstream failed mid-body. Streams end with an SSE error event (the status line is
     /// long gone); other bodies are aborted so the client sees a truncated response, not a
     /// complete-looking one.
-    fn fail(
-        &mut self,
-        kind: ErrorKind,
-        outcome: Outcome,
-        message: &str,
-    ) -> Poll<Option<Result<Frame<Bytes>, GatewayError>>> {
+    fn fail(&mut self, kind: ErrorKind, outcome: Outcome, message: &str) -> FramePoll {
         if let Some(trace) = self.guard.trace() {
             trace.error = Some(kind);
         }
@@ -162,7 +204,7 @@ impl RelayBody {
     }
 
     /// The upstream body ended.
-    fn end(&mut self) -> Poll<Option<Result<Frame<Bytes>, GatewayError>>> {
+    fn end(&mut self) -> FramePoll {
         match &mut self.mode {
             RelayMode::Stream { tap, .. } => {
                 let stats = tap.stats;
@@ -203,7 +245,7 @@ impl RelayBody {
 
     /// A whole answer from an upstream of another API arrived: bill it as the upstream counted
     /// it, and send it in the client's vocabulary.
-    fn end_translated(&mut self) -> Poll<Option<Result<Frame<Bytes>, GatewayError>>> {
+    fn end_translated(&mut self) -> FramePoll {
         let RelayMode::Translated(t) = &mut self.mode else {
             return self.poll_closing();
         };
@@ -249,7 +291,7 @@ impl RelayBody {
         self.guard.finish(Outcome::Complete);
     }
 
-    fn poll_closing(&mut self) -> Poll<Option<Result<Frame<Bytes>, GatewayError>>> {
+    fn poll_closing(&mut self) -> FramePoll {
         match std::mem::replace(&mut self.state, State::Done) {
             State::Closing(Some(bytes)) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
             _ => Poll::Ready(None),
@@ -281,7 +323,7 @@ impl Body for RelayBody {
     type Data = Bytes;
     type Error = GatewayError;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, GatewayError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll {
         let this = self.get_mut();
         loop {
             match this.state {
@@ -295,7 +337,7 @@ impl Body for RelayBody {
                         continue; // trailers: LLM APIs send none worth relaying
                     };
                     let now = Instant::now();
-                    this.idle.as_mut().reset(now + this.idle_timeout);
+                    this.last_frame = now;
                     match &mut this.mode {
                         RelayMode::Stream { tap, .. } => {
                             let fed = tap.feed(data);
@@ -361,31 +403,14 @@ impl Body for RelayBody {
                     return this.fail(ErrorKind::UpstreamProtocol, Outcome::UpstreamError, &message);
                 }
                 Poll::Ready(None) => return this.end(),
-                Poll::Pending => {
-                    if let Some(deadline) = this.deadline.as_mut() {
-                        if deadline.as_mut().poll(cx).is_ready() {
-                            let what = match this.mode {
-                                RelayMode::Stream { .. } => "the first token",
-                                RelayMode::Whole { .. } | RelayMode::Scrubbed { .. } | RelayMode::Translated(_) => {
-                                    "the whole response"
-                                }
-                            };
-                            let message = format!("the upstream did not send {what} in time");
-                            return this.fail(ErrorKind::UpstreamTimeout, Outcome::Timeout, &message);
-                        }
+                Poll::Pending => loop {
+                    if this.alarm.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
                     }
-                    if let Some(deadline) = this.client_deadline.as_mut() {
-                        if deadline.as_mut().poll(cx).is_ready() {
-                            let message = "the request's deadline passed before the response ended";
-                            return this.fail(ErrorKind::DeadlineExceeded, Outcome::Timeout, message);
-                        }
+                    if let Some(end) = this.ring() {
+                        return end;
                     }
-                    if this.idle.as_mut().poll(cx).is_ready() {
-                        let message = format!("the upstream sent nothing for {} ms", this.idle_timeout.as_millis());
-                        return this.fail(ErrorKind::UpstreamTimeout, Outcome::Timeout, &message);
-                    }
-                    return Poll::Pending;
-                }
+                },
             }
         }
     }

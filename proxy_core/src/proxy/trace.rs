@@ -410,6 +410,7 @@ fn emit(shared: &Shared, mut t: Trace, outcome: Outcome) {
             end_user: t.end_user,
         },
         ticket,
+        shared.access_log.is_some(),
     );
     if let (Some(log), Some(line)) = (&shared.access_log, line) {
         log.write(line);

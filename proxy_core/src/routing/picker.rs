@@ -6,6 +6,8 @@ use crate::config::Member;
 use crate::routing::Availability;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 fn score(m: &Member) -> f64 {
     let latency_ms = m.state.ttfb_ewma().as_secs_f64() * 1000.0;
     (m.state.inflight() as f64 + 1.0) * (latency_ms + 1.0) / f64::from(m.weight.max(1))
@@ -18,7 +20,8 @@ fn has_room(m: &Member) -> bool {
 /// Pick a member not in `exclude` (already tried for this request). `None` when no member can
 /// take the request now (drained, full, ejected, cooling down, failing checks, drilled).
 pub fn pick_member(members: &[Arc<Member>], exclude: &[usize]) -> Option<usize> {
-    let mut ready: Vec<usize> = Vec::with_capacity(members.len());
+    // On the stack for the pools most have; a larger one spills to the heap.
+    let mut ready: SmallVec<[usize; 16]> = SmallVec::new();
     for (i, m) in members.iter().enumerate() {
         if exclude.contains(&i) || !has_room(m) {
             continue;

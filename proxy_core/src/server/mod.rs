@@ -80,14 +80,15 @@ impl Conn {
             let started = started.clone();
             let in_flight = in_flight.clone();
             // The request's future is boxed: hyper keeps its slot for the service's future
-            // (sized to it) for the connection's whole life, and the handler's is over 6 KiB,
-            // so unboxed every open stream would carry it long after its future finished.
+            // (sized to it) for the connection's whole life, so unboxed every open stream would
+            // carry it long after its future finished. The handler's future is made inside the
+            // box, not moved into it: a future is copied whole (all of its states) at each move.
             service_fn(move |req| {
                 started.mark();
                 let answering = in_flight.begin();
-                let answer = handler(req);
+                let handler = handler.clone();
                 Box::pin(async move {
-                    let response = answer.await?;
+                    let response = handler(req).await?;
                     Ok::<_, Infallible>(response.map(|body| CountedBody::new(body, answering)))
                 })
             })

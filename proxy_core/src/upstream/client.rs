@@ -18,13 +18,14 @@ use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder, MaybeHttpsStream};
 use hyper_util::client::legacy::connect::dns::{GaiResolver, Name};
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
-use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use pin_project_lite::pin_project;
 use tokio::net::TcpStream;
 
 use super::error::UpstreamError;
 use super::guard::AddressGuard;
-use super::http1::Http1Client;
+use super::http1::{Http1Body, Http1Client};
 use super::incoming::UpstreamIncoming;
 use super::reach::{not_allowed, reachable, Reach};
 
@@ -195,14 +196,38 @@ impl UpstreamClient {
         })
     }
 
-    pub async fn request(&self, req: Request<UpstreamBody>) -> Result<Response<UpstreamIncoming>, UpstreamError> {
+    pub fn request(&self, req: Request<UpstreamBody>) -> Sending<impl Future<Output = Http1Answer> + '_> {
         if self.http1_for_plain && req.uri().scheme() == Some(&Scheme::HTTP) {
-            let response = self.http1.send(req).await?;
-            return Ok(response.map(UpstreamIncoming::Http1));
+            return Sending::Own { sent: self.http1.send(req) };
         }
-        match self.client.request(req.map(Full::new)).await {
-            Ok(response) => Ok(response.map(UpstreamIncoming::Hyper)),
-            Err(e) => Err(hyper_error(&e)),
+        Sending::Hyper { sent: self.client.request(req.map(Full::new)) }
+    }
+}
+
+type Http1Answer = Result<Response<Http1Body>, UpstreamError>;
+
+pin_project! {
+    /// An upstream request under way, by either client. A future of its own rather than an
+    /// `async fn`: an async fn keeps its arguments twice and its callee's future once more, and
+    /// this one sits in every request's future, which is copied whole at each move.
+    #[project = SendingProj]
+    pub enum Sending<F> {
+        Own { #[pin] sent: F },
+        // hyper's future boxes its state already.
+        Hyper { sent: ResponseFuture },
+    }
+}
+
+impl<F: Future<Output = Http1Answer>> Future for Sending<F> {
+    type Output = Result<Response<UpstreamIncoming>, UpstreamError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            SendingProj::Own { sent } => sent.poll(cx).map(|answer| Ok(answer?.map(UpstreamIncoming::Http1))),
+            SendingProj::Hyper { sent } => Pin::new(sent).poll(cx).map(|answer| match answer {
+                Ok(response) => Ok(response.map(UpstreamIncoming::Hyper)),
+                Err(e) => Err(hyper_error(&e)),
+            }),
         }
     }
 }

@@ -91,9 +91,21 @@ pub fn upstream_request_headers(
     out
 }
 
-/// Keep only the upstream response headers a client may see.
-pub fn client_response_headers(upstream: &HeaderMap) -> HeaderMap {
-    let mut out = HeaderMap::with_capacity(TO_CLIENT.len() + 4);
+/// The name of an upstream response header a client may see, from its bytes as they arrived
+/// (any case); `None` for the rest. The gateway's own HTTP/1.1 client keeps only these of an
+/// answer's head: nothing downstream reads another (`relay` and the retry hints read a subset).
+pub fn client_may_see(raw: &[u8]) -> Option<HeaderName> {
+    TO_CLIENT.iter().find(|name| raw.eq_ignore_ascii_case(name.as_str().as_bytes())).cloned()
+}
+
+/// Keep only the upstream response headers a client may see, each once. A head that holds
+/// nothing else (the gateway's own client keeps no more) is kept as it is.
+pub fn client_response_headers(upstream: HeaderMap) -> HeaderMap {
+    let only_allowed = upstream.len() == upstream.keys_len() && upstream.keys().all(|name| TO_CLIENT.contains(name));
+    if only_allowed {
+        return upstream;
+    }
+    let mut out = HeaderMap::with_capacity(TO_CLIENT.len());
     for name in &TO_CLIENT {
         if let Some(value) = upstream.get(name) {
             out.insert(name.clone(), value.clone());
@@ -167,9 +179,29 @@ mod tests {
         h.insert("server", HeaderValue::from_static("internal-vllm-7.corp"));
         h.insert("set-cookie", HeaderValue::from_static("a=b"));
         h.insert("x-request-id", HeaderValue::from_static("upstream-id"));
-        let out = client_response_headers(&h);
+        let out = client_response_headers(h);
         assert_eq!(out.len(), 2);
         assert!(out.contains_key("content-type") && out.contains_key("content-length"));
+    }
+
+    #[test]
+    fn an_allowed_name_sent_twice_reaches_the_client_once() {
+        let mut h = HeaderMap::new();
+        h.append("content-type", HeaderValue::from_static("application/json"));
+        h.append("cache-control", HeaderValue::from_static("no-cache"));
+        h.append("cache-control", HeaderValue::from_static("no-store"));
+        let out = client_response_headers(h);
+        assert_eq!(out.get_all("cache-control").iter().count(), 1);
+        let only_allowed = client_response_headers(out.clone());
+        assert_eq!(only_allowed, out);
+    }
+
+    #[test]
+    fn the_names_a_client_may_see_are_matched_in_any_case() {
+        assert_eq!(client_may_see(b"Content-Type"), Some(header::CONTENT_TYPE));
+        assert_eq!(client_may_see(b"RETRY-AFTER-MS"), Some(RETRY_AFTER_MS));
+        assert_eq!(client_may_see(b"server"), None);
+        assert_eq!(client_may_see(b"content-typ"), None);
     }
 
     #[test]

@@ -214,8 +214,9 @@ impl UsageSink {
         self.sync_interval
     }
 
-    /// Record a request's usage event; returns its JSON (for the access log).
-    pub fn record(&self, mut event: UsageEvent, ticket: Option<Ticket>) -> Option<Bytes> {
+    /// Record a request's usage event; returns its JSON when `want_line` (for the access log;
+    /// a second handle on the bytes costs an allocation, so only then).
+    pub fn record(&self, mut event: UsageEvent, ticket: Option<Ticket>, want_line: bool) -> Option<Bytes> {
         // Every number taken is pushed below: the syncer releases them in order.
         let seq = self.next_seq.fetch_add(1, Ordering::AcqRel);
         event.seq = seq;
@@ -235,8 +236,9 @@ impl UsageSink {
                 self.journal_error(&e);
             }
         }
-        self.push_pending((seq, bytes.clone()));
-        Some(bytes)
+        let line = want_line.then(|| bytes.clone());
+        self.push_pending((seq, bytes));
+        line
     }
 
     /// Push onto the pending ring. It has room for the requests in flight when `has_room` last

@@ -30,9 +30,25 @@ pub struct Conn {
     read_size: usize,
 }
 
+/// The most buffer an idle connection keeps (see `Conn::into_idle`).
+const MAX_IDLE_BUFFER: usize = 2 * INITIAL_READ;
+
 impl Conn {
     pub fn new(stream: TcpStream) -> Self {
         Self { stream, buf: BytesMut::with_capacity(INITIAL_READ), read_size: INITIAL_READ }
+    }
+
+    /// The connection as it waits in its pool. A buffer that stayed at the first read size is
+    /// kept: the next exchange reads into what is left of it, or takes it back whole once the
+    /// last answer's bytes are gone, with no allocation (a fresh buffer and its first split
+    /// were two a request). One that grew for a large answer is let go, so an idle connection
+    /// holds a few KiB at most.
+    pub fn into_idle(mut self) -> Self {
+        if self.read_size != INITIAL_READ || self.buf.capacity() > MAX_IDLE_BUFFER {
+            self.buf = BytesMut::new();
+            self.read_size = INITIAL_READ;
+        }
+        self
     }
 
     /// Read what the socket has into the buffer: the count, 0 at the upstream's end.
@@ -110,7 +126,7 @@ impl Http1Body {
         self.decoding = Decoding::Done;
         if let Some(conn) = self.conn.take() {
             if self.home.reusable && conn.buf.is_empty() {
-                self.home.pool.put(self.home.slot, conn.stream);
+                self.home.pool.put(self.home.slot, conn.into_idle());
             }
         }
     }
@@ -262,6 +278,20 @@ impl Body for Http1Body {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_idle_connection_keeps_a_small_read_buffer_and_lets_a_grown_one_go() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let stream = TcpStream::connect(listener.local_addr().expect("address")).await.expect("connect");
+        let conn = Conn::new(stream);
+        let first = conn.buf.capacity();
+        let mut conn = conn.into_idle();
+        assert_eq!(conn.buf.capacity(), first, "the first read size's buffer is kept");
+        conn.read_size = MAX_READ;
+        conn.buf.reserve(MAX_READ);
+        let conn = conn.into_idle();
+        assert_eq!((conn.buf.capacity(), conn.read_size), (0, INITIAL_READ), "a grown one is let go");
+    }
 
     fn decode_all(input: &[&[u8]]) -> Result<(Vec<u8>, Chunk), String> {
         let mut state = Chunk::Size;

@@ -1,7 +1,8 @@
 //! The two heads of an HTTP/1.1 exchange: the request's, written from a checked `http` request
 //! (its names and values cannot hold a line break, so nothing a client sent can start a header
-//! of its own), and the response's, parsed with `httparse` into the `http` types and the framing
-//! of the body that follows (RFC 9112 section 6).
+//! of its own), and the response's, parsed with `httparse` into its status, the headers a client
+//! may see (`headers::client_may_see`) and the framing of the body that follows (RFC 9112
+//! section 6).
 
 use std::io::Write as _;
 
@@ -9,6 +10,8 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{StatusCode, Version};
+
+use crate::upstream::headers::client_may_see;
 
 /// At most this many response header fields (hyper's own default).
 const MAX_HEADERS: usize = 100;
@@ -107,18 +110,15 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<ResponseHead>, String> {
         .and_then(|code| StatusCode::from_u16(code).ok())
         .ok_or_else(|| "the upstream sent a response without a valid status".to_string())?;
     let http10 = parsed.version == Some(0);
-    let mut headers = HeaderMap::with_capacity(parsed.headers.len());
+    let mut headers = HeaderMap::new();
     let mut length: Option<u64> = None;
     let mut transfer_encoding = false;
     let mut chunked = false;
     let mut close = false;
     let mut keep_alive = false;
     for field in parsed.headers.iter() {
-        let name = HeaderName::from_bytes(field.name.as_bytes())
-            .map_err(|_| format!("the upstream sent an invalid header name ({:?})", field.name))?;
-        let value = HeaderValue::from_bytes(field.value)
-            .map_err(|_| format!("the upstream sent an invalid value for {name}"))?;
-        if name == header::CONTENT_LENGTH {
+        let raw = field.name.as_bytes();
+        if raw.eq_ignore_ascii_case(b"content-length") {
             for part in field.value.split(|b| *b == b',') {
                 let parsed = std::str::from_utf8(part)
                     .ok()
@@ -131,17 +131,23 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<ResponseHead>, String> {
                 }
                 length = Some(parsed);
             }
-        } else if name == header::TRANSFER_ENCODING {
+        } else if raw.eq_ignore_ascii_case(b"transfer-encoding") {
             transfer_encoding = true;
             // Only the last coding decides whether the body is chunked.
             chunked = last_token(field.value).is_some_and(|t| t.eq_ignore_ascii_case(b"chunked"));
-        } else if name == header::CONNECTION {
+        } else if raw.eq_ignore_ascii_case(b"connection") {
             for token in field.value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
                 close |= token.eq_ignore_ascii_case(b"close");
                 keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
             }
         }
-        headers.append(name, value);
+        // The head keeps what a client may see (the relay's reads are among it); the framing
+        // fields above are read here, the rest not at all: no name or value is made of them.
+        if let Some(name) = client_may_see(raw) {
+            let value = HeaderValue::from_bytes(field.value)
+                .map_err(|_| format!("the upstream sent an invalid value for {name}"))?;
+            headers.append(name, value);
+        }
     }
     let mut reusable = !close && (!http10 || keep_alive);
     let framing = if status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED
@@ -179,6 +185,20 @@ mod tests {
 
     fn head(text: &str) -> ResponseHead {
         parse_response_head(text.as_bytes()).expect("valid").expect("complete")
+    }
+
+    #[test]
+    fn the_response_head_keeps_what_a_client_may_see_and_reads_the_framing() {
+        let h = head(
+            "HTTP/1.1 429 Too Many Requests\r\nServer: vllm-7.corp\r\nContent-Type: application/json\r\n\
+             X-Ratelimit-Remaining-Tokens: 0\r\nRetry-After: 2\r\nSet-Cookie: a=b\r\nConnection: close\r\n\
+             Content-Length: 2\r\n\r\n{}",
+        );
+        let names: Vec<&str> = h.headers.keys().map(|n| n.as_str()).collect();
+        assert_eq!(names, ["content-type", "retry-after", "content-length"]);
+        assert_eq!(h.headers["retry-after"], "2");
+        assert_eq!(h.framing, Framing::Length(2));
+        assert!(!h.reusable, "connection: close is read though the header is not kept");
     }
 
     #[test]

@@ -13,6 +13,8 @@ use tokio::net::TcpStream;
 // tokio's clock, which tests can pause; the same as std's in a build.
 use tokio::time::Instant;
 
+use super::body::Conn;
+
 /// As long as hyper's pool kept an idle connection before (`pool_idle_timeout`).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// Idle connections kept per authority; past it the oldest closes.
@@ -22,7 +24,7 @@ const MAX_AUTHORITIES: usize = 8;
 const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
 struct Idle {
-    stream: TcpStream,
+    conn: Conn,
     since: Instant,
 }
 
@@ -55,7 +57,7 @@ impl IdlePool {
     }
 
     /// The most recent idle connection that is still open, if any.
-    pub fn take(&self, slot: Slot) -> Option<TcpStream> {
+    pub fn take(&self, slot: Slot) -> Option<Conn> {
         let slot = slot?;
         loop {
             let idle = {
@@ -67,13 +69,13 @@ impl IdlePool {
                 }
                 stack.pop_back()?
             };
-            if still_open(&idle.stream) {
-                return Some(idle.stream);
+            if still_open(&idle.conn.stream) {
+                return Some(idle.conn);
             }
         }
     }
 
-    pub fn put(self: &Arc<Self>, slot: Slot, stream: TcpStream) {
+    pub fn put(self: &Arc<Self>, slot: Slot, conn: Conn) {
         let Some(slot) = slot else {
             return;
         };
@@ -89,7 +91,7 @@ impl IdlePool {
         if stack.idle.len() >= MAX_IDLE {
             stack.idle.pop_front();
         }
-        stack.idle.push_back(Idle { stream, since: Instant::now() });
+        stack.idle.push_back(Idle { conn, since: Instant::now() });
     }
 
     /// Closes the idle connections past `IDLE_TIMEOUT` and those the upstream has closed.
@@ -101,7 +103,7 @@ impl IdlePool {
                 let (keep, gone): (VecDeque<Idle>, VecDeque<Idle>) = stack
                     .idle
                     .drain(..)
-                    .partition(|i| now.saturating_duration_since(i.since) < IDLE_TIMEOUT && still_open(&i.stream));
+                    .partition(|i| now.saturating_duration_since(i.since) < IDLE_TIMEOUT && still_open(&i.conn.stream));
                 stack.idle = keep;
                 closed.extend(gone);
             }
@@ -163,13 +165,13 @@ mod tests {
         let (first, _first_server) = pair(&listener).await;
         let (second, second_server) = pair(&listener).await;
         let first_port = first.local_addr().expect("address").port();
-        pool.put(slot, first);
-        pool.put(slot, second);
+        pool.put(slot, Conn::new(first));
+        pool.put(slot, Conn::new(second));
         // The upstream closes the newer one while it is idle.
         drop(second_server);
         tokio::time::sleep(Duration::from_millis(50)).await;
         let taken = pool.take(slot).expect("the open one");
-        assert_eq!(taken.local_addr().expect("address").port(), first_port);
+        assert_eq!(taken.stream.local_addr().expect("address").port(), first_port);
         assert!(pool.take(slot).is_none());
     }
 
@@ -179,7 +181,7 @@ mod tests {
         let pool = Arc::new(IdlePool::default());
         let slot = pool.slot("a:1");
         let (client, mut server) = pair(&listener).await;
-        pool.put(slot, client);
+        pool.put(slot, Conn::new(client));
         server.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.expect("write");
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(pool.take(slot).is_none());
@@ -193,8 +195,8 @@ mod tests {
         let slot = pool.slot("a:1");
         let (closed, closed_server) = pair(&listener).await;
         let (open, _open_server) = pair(&listener).await;
-        pool.put(slot, closed);
-        pool.put(slot, open);
+        pool.put(slot, Conn::new(closed));
+        pool.put(slot, Conn::new(open));
         drop(closed_server);
         // Real time for the FIN to arrive; then paused time for the sweeps.
         std::thread::sleep(Duration::from_millis(50));

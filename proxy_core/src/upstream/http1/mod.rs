@@ -14,14 +14,13 @@ mod connect;
 mod head;
 mod idle;
 
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use http::{Request, Response, StatusCode};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 pub use body::Http1Body;
 use body::{Conn, Home};
@@ -59,36 +58,44 @@ impl Http1Client {
         Self { reach, connect_timeout, pool: Arc::default() }
     }
 
-    pub async fn send(&self, request: Request<Bytes>) -> Result<Response<Http1Body>, UpstreamError> {
+    pub fn send(
+        &self,
+        request: Request<Bytes>,
+    ) -> impl Future<Output = Result<Response<Http1Body>, UpstreamError>> + '_ {
+        // The head is written before the future is made: the future keeps it and the authority,
+        // not the request (a future is copied whole at each move, and this one sits in every
+        // plain-HTTP request's).
         let (parts, body) = request.into_parts();
-        let Some(authority) = parts.uri.authority() else {
-            return Err(UpstreamError::Exchange("the upstream URL names no host".to_string()));
-        };
-        let head = request_head(&parts, authority.as_str(), body);
-        let slot = self.pool.slot(authority.as_str());
-        while let Some(stream) = self.pool.take(slot) {
-            match self.exchange(stream, &head, None, slot).await {
-                Ok(response) => return Ok(response),
-                // The upstream closed it as it was handed out: try the next, or a fresh one.
-                Err(Failure::NotSent(_)) => continue,
-                Err(failure) => return Err(failure.into_error()),
+        let target =
+            parts.uri.authority().map(|authority| (request_head(&parts, authority.as_str(), body), authority.clone()));
+        async move {
+            let Some((head, authority)) = target else {
+                return Err(UpstreamError::Exchange("the upstream URL names no host".to_string()));
+            };
+            let slot = self.pool.slot(authority.as_str());
+            while let Some(conn) = self.pool.take(slot) {
+                match self.exchange(conn, &head, None, slot).await {
+                    Ok(response) => return Ok(response),
+                    // The upstream closed it as it was handed out: try the next, or a fresh one.
+                    Err(Failure::NotSent(_)) => continue,
+                    Err(failure) => return Err(failure.into_error()),
+                }
             }
+            // Boxed: the resolver's and connector's futures are large, and most requests skip them.
+            let port = authority.port_u16().unwrap_or(80);
+            let (stream, timing) =
+                Box::pin(connect::connect(authority.host(), port, &self.reach, self.connect_timeout)).await?;
+            self.exchange(Conn::new(stream), &head, Some(timing), slot).await.map_err(Failure::into_error)
         }
-        // Boxed: the resolver's and connector's futures are large, and most requests skip them.
-        let port = authority.port_u16().unwrap_or(80);
-        let (stream, timing) =
-            Box::pin(connect::connect(authority.host(), port, &self.reach, self.connect_timeout)).await?;
-        self.exchange(stream, &head, Some(timing), slot).await.map_err(Failure::into_error)
     }
 
     async fn exchange(
         &self,
-        stream: TcpStream,
+        mut conn: Conn,
         request: &RequestHead,
         timing: Option<ConnectTiming>,
         slot: Slot,
     ) -> Result<Response<Http1Body>, Failure> {
-        let mut conn = Conn::new(stream);
         conn.stream.write_all(&request.bytes).await.map_err(Failure::NotSent)?;
         if !request.rest.is_empty() {
             conn.stream.write_all(&request.rest).await.map_err(Failure::NotSent)?;
@@ -134,7 +141,7 @@ mod tests {
     use http_body::Body as _;
     use http_body_util::BodyExt;
     use tokio::io::AsyncReadExt;
-    use tokio::net::TcpListener;
+    use tokio::net::{TcpListener, TcpStream};
 
     use super::*;
     use crate::upstream::AddressGuard;
