@@ -104,9 +104,9 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respo
     let cors = req.headers().contains_key(header::ORIGIN);
     let result = match endpoint {
         _ if head_bytes(&req) > MAX_HEAD_BYTES => Err(GatewayError::head_too_large()),
-        // Boxed when it starts: the pipeline's future is most of a request's state (about
-        // 6 KiB), and boxed here it is copied once, where inline it was copied with this one at
-        // every move between hyper's call and its box.
+        // Boxed when it starts: the pipeline's future is most of a request's state (4 KiB),
+        // and boxed here it is copied once, where inline it was copied with this one at every
+        // move between hyper's call and its box.
         Some(endpoint) => Box::pin(process(&shared, endpoint, req, &request_id, arrived)).await,
         None if Endpoint::stored_object(req.uri().path()).is_some() => Err(GatewayError::invalid(
             "stored responses (/v1/responses/{id}: retrieve, delete, input_items, cancel) are not relayed: \
