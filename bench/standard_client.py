@@ -11,8 +11,8 @@ own CPU times (so other work on the machine does not count): a figure whose clie
 (>= 95%) while the system had room (< 95%) is marked client-bound: it says how much the client
 could send, not what the system could serve.
 
-Per request at c=64 (from /proc, no profiler): the CPU of every thread group of each process
-(the request path's workers, the journal's syncer, the rest) and its context switches.
+Per request at c=64 and at c=1 (from /proc, no profiler): the CPU of every thread group of each
+process (the request path's workers, the journal's syncer, the rest) and its context switches.
 `python -m bench.standard_client [--quick]` runs this phase alone."""
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ from bench.services import free_port
 LEVELS = (1, 16, 64)
 # Our own load generator runs at the throughput points only.
 LOADGEN_LEVELS = (16, 64)
+# Where each thread group's cost per request is sampled: saturated, and one request at a time
+# (where the drainer's and the syncer's wake-ups are paid per few events, beside the tail).
+THREAD_LEVELS = (1, 64)
 BODY = json.dumps(
     {"model": MODEL, "messages": [{"role": "user", "content": "Say something short."}]},
     separators=(",", ":"),
@@ -109,7 +112,7 @@ def measure(
     client: str,
 ) -> dict[str, Any]:
     """One point: the client's report, the shares of a CPU the client (with the upstream) and the
-    system used, and (c=64, a process of ours) the per-thread cost per request."""
+    system used, and (c=1 and c=64, a process of ours) the per-thread cost per request."""
     before_client = children_cpu_seconds() + upstream.cpu_seconds()
     started = time.monotonic()
     before_threads = threads.sample(target.proc.pid) if target.proc else None
@@ -137,7 +140,7 @@ def measure(
         used = target.proc.cpu_seconds() - before_proc
         point["proxy_cpu_busy"] = round(min(used / wall, 1.0), 3)
         point["cpu_us_per_request"] = round(used * 1e6 / max(requests, 1), 2)
-        if before_threads is not None and connections == 64:
+        if before_threads is not None and connections in THREAD_LEVELS:
             after = threads.sample(target.proc.pid)
             point["threads"] = threads.per_request(before_threads, after, requests)
     return point
@@ -194,7 +197,7 @@ def bound(rows: list[dict[str, Any]]) -> str:
 
 
 def summary(points: dict[str, Any], rounds: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"rounds": rounds, "levels": {}, "c1": {}, "threads_c64": {}}
+    out: dict[str, Any] = {"rounds": rounds, "levels": {}, "c1": {}}
     for client, by_level in points.items():
         for level, by_target in by_level.items():
             row = out["levels"].setdefault(level, {}).setdefault(client, {})
@@ -233,15 +236,24 @@ def summary(points: dict[str, Any], rounds: int) -> dict[str, Any]:
                 q: round(row["added_ms"][q] / nginx[q], 2) if nginx[q] > 0 else None
                 for q in ("p50", "p99")
             }
-    for name, rows in points["wrk"].get("c64", {}).items():
+    for level in THREAD_LEVELS:
+        out[f"threads_c{level}"] = per_thread(points["wrk"].get(f"c{level}", {}))
+    return out
+
+
+def per_thread(by_target: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Each system's per-thread cost per request at one level (medians of the rounds), and the
+    request path's in `serve` against the data plane's alone."""
+    out: dict[str, Any] = {}
+    for name, rows in by_target.items():
         sampled = [r["threads"] for r in rows if "threads" in r]
         if sampled:
-            out["threads_c64"][name] = threads.median_rounds(sampled)
-    alone = out["threads_c64"].get("data_plane", {}).get("groups", {}).get("request_path")
+            out[name] = threads.median_rounds(sampled)
+    alone = out.get("data_plane", {}).get("groups", {}).get("request_path")
     for name in ("serve_sqlite", "serve_postgresql"):
-        mine = out["threads_c64"].get(name, {}).get("groups", {}).get("request_path")
+        mine = out.get(name, {}).get("groups", {}).get("request_path")
         if alone and mine and alone["cpu_us_per_request"]:
-            out["threads_c64"][name]["request_path_vs_data_plane"] = round(
+            out[name]["request_path_vs_data_plane"] = round(
                 mine["cpu_us_per_request"] / alone["cpu_us_per_request"], 2
             )
     return out
@@ -297,34 +309,41 @@ def markdown(data: dict[str, Any]) -> str:
                 f"| {NAMES.get(name, name)} | {_f(r['added_ms']['p50'], 3)} | "
                 f"{_f(r['added_ms']['p99'], 3)} | {_f(vs.get('p50'))} | {_f(vs.get('p99'))} |"
             )
-    if data["threads_c64"]:
-        lines += [
-            "",
-            "Per request at c=64 (wrk), by thread group: CPU us / context switches (voluntary + "
-            "involuntary).",
-            "",
-            "| system | request path | journal syncer | usage drainer | other | switches/req | "
-            "request path vs data plane |",
-            "|---|---:|---:|---:|---:|---:|---:|",
-        ]
-        for name, t in data["threads_c64"].items():
-            g = t["groups"]
-
-            def cell(label: str, g: dict[str, Any] = g) -> str:
-                row = g.get(label)
-                if not row:
-                    return "-"
-                switches = (
-                    row["voluntary_switches_per_request"] + row["involuntary_switches_per_request"]
-                )
-                return f"{row['cpu_us_per_request']:.1f} / {switches:.3f}"
-
-            lines.append(
-                f"| {NAMES.get(name, name)} | {cell('request_path')} | {cell('journal_syncer')} "
-                f"| {cell('drainer')} | {cell('other')} | {_f(t['switches_per_request'], 3)} | "
-                f"{_f(t.get('request_path_vs_data_plane'))} |"
-            )
+    for level in reversed(THREAD_LEVELS):
+        lines += _thread_table(level, data.get(f"threads_c{level}", {}))
     return "\n".join(lines)
+
+
+def _thread_table(level: int, by_system: dict[str, Any]) -> list[str]:
+    if not by_system:
+        return []
+    lines = [
+        "",
+        f"Per request at c={level} (wrk), by thread group: CPU us / context switches (voluntary "
+        "+ involuntary).",
+        "",
+        "| system | request path | journal syncer | usage drainer | other | switches/req | "
+        "request path vs data plane |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, t in by_system.items():
+        g = t["groups"]
+
+        def cell(label: str, g: dict[str, Any] = g) -> str:
+            row = g.get(label)
+            if not row:
+                return "-"
+            switches = (
+                row["voluntary_switches_per_request"] + row["involuntary_switches_per_request"]
+            )
+            return f"{row['cpu_us_per_request']:.1f} / {switches:.3f}"
+
+        lines.append(
+            f"| {NAMES.get(name, name)} | {cell('request_path')} | {cell('journal_syncer')} "
+            f"| {cell('drainer')} | {cell('other')} | {_f(t['switches_per_request'], 3)} | "
+            f"{_f(t.get('request_path_vs_data_plane'))} |"
+        )
+    return lines
 
 
 def main() -> int:
