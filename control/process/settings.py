@@ -166,7 +166,7 @@ class UsageSettings(Section):
     drain_timeout_ms: int = Field(default=200, ge=1, le=60_000)
     drain_linger_ms: int = Field(default=100, ge=0, le=10_000)
     # PostgreSQL: the statements a batch is stored in beside live traffic, each a slice of it
-    # (a short stretch of the server's work); unset: 32 when the server is on this host (its work
+    # (a short stretch of the server's work); unset: 64 when the server is on this host (its work
     # shares the gateway's CPUs), 1 when it is elsewhere.
     postgresql_slices: int | None = Field(default=None, ge=1, le=64)
     # The core's durable usage journal (one process per directory). Unset: beside the SQLite

@@ -282,15 +282,18 @@ class Stored:
         return cls(inserted, events, last_seq)
 
 
-# A slice of a batch stored beside live traffic: about 60 events, a millisecond of the server's
-# work (bench/README.md). A batch has at most `usage.postgresql_slices` of them (see
+# A slice of a batch stored beside live traffic: about 20 events, a third of a millisecond of
+# the server's work. With 48 KiB (a millisecond) a request at c=1 still waited a whole slice,
+# often behind several in a row: `serve`'s c=1 added p99 was 2.4 ms, against 1.65 with 16 KiB
+# (bench/README.md, 2026-12-08). A batch has at most `usage.postgresql_slices` of them (see
 # `TextWriter._slices`).
-POSTGRESQL_SLICE_BYTES = 48 * 1024
-# `usage.postgresql_slices` unset: a server on this host shares the gateway's CPUs. 32 slices
-# keep a c=1 batch in short stretches up to about 30k events a second (with 8, a fast machine's
-# c=1 batch of 1.1 MB went whole: `serve`'s c=1 added p99 3.7 ms against 1.9 with 32); at
-# saturation the cost was inside the rounds' spread (bench/README.md, 2026-12-05).
-LOCAL_SERVER_SLICES = 32
+POSTGRESQL_SLICE_BYTES = 16 * 1024
+# `usage.postgresql_slices` unset: a server on this host shares the gateway's CPUs. 64 slices
+# keep a batch of up to 2 MB in short stretches: a c=1 batch on a fast machine (1.1 MB at 13k
+# requests a second) is sliced, not sent whole (with 8, it went whole: `serve`'s c=1 added p99
+# 3.7 ms against 1.9 with 32, bench/README.md, 2026-12-05). At c=16 and c=64 the throughput was
+# inside the rounds' spread (2026-12-08).
+LOCAL_SERVER_SLICES = 64
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 # Where a batch of the core's may be cut: the end of one event, `BETWEEN_EVENTS`, the next one.
 _CUT = b"}" + BETWEEN_EVENTS + b"{"

@@ -239,11 +239,11 @@ def test_a_batch_is_cut_only_between_its_events() -> None:
 @pytest.mark.parametrize(
     ("url", "configured", "slices"),
     [
-        ("postgresql+psycopg://u@127.0.0.1:5432/db", None, 32),
-        ("postgresql+psycopg://u@localhost/db", None, 32),
-        ("postgresql+psycopg://u@[::1]/db", None, 32),
-        ("postgresql+psycopg:///db", None, 32),  # the Unix socket
-        ("postgresql+psycopg://u@/db?host=/var/run/postgresql", None, 32),
+        ("postgresql+psycopg://u@127.0.0.1:5432/db", None, 64),
+        ("postgresql+psycopg://u@localhost/db", None, 64),
+        ("postgresql+psycopg://u@[::1]/db", None, 64),
+        ("postgresql+psycopg:///db", None, 64),  # the Unix socket
+        ("postgresql+psycopg://u@/db?host=/var/run/postgresql", None, 64),
         ("postgresql+psycopg://u@db.internal:5432/db", None, 1),
         ("postgresql+psycopg://u@10.0.0.7/db", None, 1),
         ("postgresql+psycopg://u@db.internal/db", 4, 4),
@@ -259,6 +259,34 @@ def test_a_batch_is_sliced_where_the_server_shares_the_gateways_cpus(
     try:
         text_writer = writer.TextWriter.of(engine, configured)
         assert text_writer is not None and text_writer.max_slices == slices
+    finally:
+        engine.dispose()
+
+
+def test_a_local_servers_batch_goes_in_short_slices_up_to_two_megabytes() -> None:
+    """Beside live traffic a batch for a server on this host goes in slices of about
+    `POSTGRESQL_SLICE_BYTES` (a third of a millisecond of the server's work), however large the
+    batch up to 2 MB: a fast machine's c=1 batch (1.1 MB) too. Past that, whole: a busy
+    gateway's batch would not come in short stretches anyway."""
+    engine = sa.create_engine("postgresql+psycopg://u@127.0.0.1:5432/db")
+    try:
+        text_writer = writer.TextWriter.of(engine)
+        assert text_writer is not None
+        one = len(batch_text([event("r0", seq=0)]))
+
+        def sliced(events: int) -> list[bytes]:
+            text = batch_text([event(f"r{i}", seq=i) for i in range(events)])
+            return text_writer._slices(text)
+
+        size = writer.POSTGRESQL_SLICE_BYTES
+        for megabytes in (0.1, 0.5, 1.1, 1.9):
+            parts = sliced(int(megabytes * 1e6 / one))
+            assert 1 < len(parts) <= text_writer.max_slices
+            # A slice is at most the larger of the bound and an even share, plus one event.
+            share = max(size, sum(map(len, parts)) // text_writer.max_slices)
+            assert all(len(part) <= share + 2 * one for part in parts)
+        assert size <= 16 * 1024
+        assert len(sliced(int(2.2e6 / one))) == 1
     finally:
         engine.dispose()
 
@@ -307,7 +335,7 @@ def test_postgresql_stores_a_batch_beside_live_traffic_in_slices_and_counts_it_o
         drainer.close()
     # Configured to one statement, or a batch too large for short slices (a busy gateway's):
     # one statement.
-    large = [event(f"l{i}", seq=1000 + i, prompt_tokens=1) for i in range(300)]
+    large = [event(f"l{i}", seq=1000 + i, prompt_tokens=1) for i in range(700)]
     assert len(batch_text(large)) > writer.LOCAL_SERVER_SLICES * 2 * writer.POSTGRESQL_SLICE_BYTES
     for options, events in (({"postgresql_slices": 1}, batch), ({}, large)):
         statements.clear()
